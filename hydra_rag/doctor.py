@@ -1,0 +1,133 @@
+"""`hydra-rag doctor`: the checks a user would otherwise do by hand, each with its fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra_rag import sidecar
+from hydra_rag.catalog import load_embedders
+from hydra_rag.config import load_settings
+from hydra_rag.errors import HydraError
+from hydra_rag.store import TABLES, Store
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding: ok / warn / fail, what was checked, what was seen, what to run."""
+
+    status: str
+    name: str
+    detail: str
+    fix: str = ""
+
+
+def _gguf_readable(path: Path) -> str:
+    """"" if the file has a GGUF header llama.cpp can parse, else why not."""
+    try:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(path))
+        arch = reader.fields.get("general.architecture")
+        return "" if arch is not None else "no general.architecture key"
+    except Exception as exc:  # any parse failure means llama.cpp would refuse it too
+        return str(exc)
+
+
+def run_checks(root: Path | None) -> list[Check]:
+    """Environment, models, sidecars, and (if given) the index at `root`."""
+    checks: list[Check] = []
+    try:
+        import llama_cpp
+
+        checks.append(Check("ok", "llama.cpp", f"llama-cpp-python {llama_cpp.__version__}"))
+    except Exception as exc:
+        checks.append(Check("fail", "llama.cpp", f"cannot import llama_cpp: {exc}",
+                            "pip install 'llama-cpp-python[server]'"))
+    try:
+        settings = load_settings()
+        catalog = load_embedders()
+    except HydraError as exc:
+        checks.append(Check("fail", "config", str(exc), "fix the file named above"))
+        return checks
+    chosen = {settings.embedder_for(t) for t in TABLES}
+    for eid in sorted(chosen):
+        emb = catalog.get(eid)
+        if emb is None:
+            checks.append(Check("fail", f"embedder {eid}", "not in the catalog",
+                                "hydra-rag embedders list"))
+            continue
+        path = emb.model_path()
+        if path is None:
+            checks.append(Check("ok", f"embedder {eid}", f"served from {emb.url}"))
+        elif not path.is_file():
+            checks.append(Check("fail", f"embedder {eid}", f"model file missing: {path}",
+                                "hydra-rag rag setup"))
+        else:
+            why = _gguf_readable(path)
+            if why:
+                checks.append(Check("fail", f"embedder {eid}", f"{path} is not loadable: {why}",
+                                    "hydra-rag rag setup --force"))
+            else:
+                mib = path.stat().st_size / (1 << 20)
+                checks.append(Check("ok", f"embedder {eid}", f"{path} ({mib:.0f} MiB)"))
+    for gone in sidecar.clean_stale():
+        checks.append(Check("warn", f"sidecar {gone}", "stale record removed (process gone)"))
+    for rec in sidecar.all_records():
+        st = sidecar.status(rec)
+        if st == "ready":
+            checks.append(Check("ok", f"sidecar {rec.id}", f"pid {rec.pid} on {rec.url}"))
+        else:
+            checks.append(Check("fail", f"sidecar {rec.id}", f"pid {rec.pid} is {st}",
+                                f"hydra-rag sidecars stop {rec.id}"))
+    if root is not None:
+        checks.extend(check_index(root))
+    return checks
+
+
+def check_index(root: Path) -> list[Check]:
+    """Tables against files.json, FTS coverage, and the embedder match."""
+    store = Store(root)
+    fix_full = f"hydra-rag index {root} --full"
+    if not store.exists():
+        return [Check("fail", "index", f"no index in {root}", f"hydra-rag index {root}")]
+    out: list[Check] = []
+    try:
+        meta = store.read_meta()
+        files = store.read_files()
+    except HydraError as exc:
+        return [Check("fail", "index", str(exc), f"hydra-rag index {root}")]
+    if store.journal_path.exists():
+        out.append(Check("warn", "index", "an index run was interrupted",
+                         f"hydra-rag index {root} (repairs it)"))
+    settings = load_settings()
+    for t in TABLES:
+        want = settings.embedder_for(t)
+        have = meta.get("tables", {}).get(t, {}).get("embedder")
+        if have and have != want:
+            out.append(Check("fail", f"table {t}", f"built with {have}, configured {want}",
+                             fix_full))
+        try:
+            counts = store.id_counts(t)
+        except HydraError as exc:
+            out.append(Check("fail", f"table {t}", str(exc), fix_full))
+            continue
+        known = {c for e in files.values() if e.kind == t for c in e.chunks}
+        rows = set(counts)
+        problems = []
+        if rows - known:
+            problems.append(f"{len(rows - known)} orphan chunks")
+        if known - rows:
+            problems.append(f"{len(known - rows)} chunks recorded but missing")
+        dup = sum(1 for n in counts.values() if n > 1)
+        if dup:
+            problems.append(f"{dup} duplicated chunks")
+        unindexed = store.fts_unindexed(t)
+        if unindexed:
+            problems.append(f"full-text index misses {unindexed} rows")
+        if problems:
+            out.append(Check("fail", f"table {t}", "; ".join(problems),
+                             f"hydra-rag index {root} --repair"))
+        else:
+            out.append(Check("ok", f"table {t}", f"{len(rows)} chunks, full-text index current"))
+    return out

@@ -1,0 +1,157 @@
+"""Embedding client: batches, document/query prefixes, L2-normalised float32 vectors, and a
+token guard so no text longer than the embedder's context is ever sent.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from hydra_rag.catalog import EMBED_PORTS, Embedder
+from hydra_rag.config import Settings
+from hydra_rag.errors import EmbedError
+from hydra_rag.sidecar import SidecarSpec, ensure, log_tail, read_record
+
+
+class Tokenizer:
+    """Counts tokens exactly with the embedder's own vocabulary (llama.cpp, vocab only)."""
+
+    def __init__(self, model_path: str) -> None:
+        import llama_cpp
+
+        self._llm = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
+
+    def count(self, text: str) -> int:
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+
+
+@dataclass
+class EmbedClient:
+    """Talks to one OpenAI-compatible /v1/embeddings endpoint for one catalog embedder."""
+
+    embedder: Embedder
+    base_url: str
+    model_name: str
+    batch: int = 64
+    tokenizer: Tokenizer | None = None
+    sidecar_id: str | None = None
+
+    @property
+    def dims(self) -> int:
+        return self.embedder.dims
+
+    @cached_property
+    def _conn(self) -> http.client.HTTPConnection:
+        parts = urlsplit(self.base_url)
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        return cls(parts.hostname or "127.0.0.1", parts.port, timeout=600)
+
+    @cached_property
+    def _path(self) -> str:
+        path = urlsplit(self.base_url).path.rstrip("/")
+        return path if path.endswith("/v1") else path + "/v1"
+
+    def token_limit(self) -> int:
+        return self.embedder.max_tokens
+
+    def fits(self, text: str) -> bool:
+        """Would the document text (with its prefix) fit the embedder's context?"""
+        full = self.embedder.document_prefix + text
+        if self.tokenizer is not None:
+            # +1 for the separator token llama.cpp appends after the text.
+            return self.tokenizer.count(full) + 1 <= self.token_limit()
+        # Without the tokenizer, assume the worst common case: one token per UTF-8 byte
+        # pair. Rarely binding for English, protective for scripts with long encodings.
+        return math.ceil(len(full.encode("utf-8")) / 2) + 2 <= self.token_limit()
+
+    def _post(self, inputs: list[str]) -> list[list[float]]:
+        body = json.dumps({"input": inputs, "model": self.model_name})
+        for attempt in (1, 2):
+            try:
+                self._conn.request(
+                    "POST", self._path + "/embeddings", body=body,
+                    headers={"Content-Type": "application/json"},
+                )
+                resp = self._conn.getresponse()
+                raw = resp.read()
+                break
+            except (OSError, http.client.HTTPException) as exc:
+                self._conn.close()
+                if attempt == 2:
+                    raise EmbedError(self._explain(f"cannot reach {self.base_url}: {exc}")) from None
+        if resp.status != 200:
+            raise EmbedError(self._explain(
+                f"{self.base_url} answered HTTP {resp.status}: {raw[:300].decode(errors='replace')}"
+            ))
+        try:
+            data = json.loads(raw)["data"]
+            data.sort(key=lambda d: d["index"])
+            return [d["embedding"] for d in data]
+        except (ValueError, KeyError, TypeError):
+            raise EmbedError(f"{self.base_url} gave an answer that is not an embeddings list") from None
+
+    def _explain(self, msg: str) -> str:
+        if self.sidecar_id:
+            rec = read_record(self.sidecar_id)
+            if rec is not None:
+                from pathlib import Path
+
+                return f"{msg}\nsidecar log {rec.log}:\n{log_tail(Path(rec.log))}"
+        return msg
+
+    def embed(self, texts: Sequence[str], prefix: str) -> np.ndarray:
+        """Vectors (n × dims, float32, unit length) for `texts`, sent in batches."""
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        for i in range(0, len(texts), self.batch):
+            part = [prefix + t for t in texts[i : i + self.batch]]
+            vecs = np.asarray(self._post(part), dtype=np.float32)
+            if vecs.ndim != 2 or vecs.shape != (len(part), self.dims):
+                raise EmbedError(
+                    f"embedder {self.embedder.id!r} returned vectors of shape {vecs.shape}, "
+                    f"expected ({len(part)}, {self.dims}) — is `dims` right in its catalog entry?"
+                )
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            out[i : i + len(part)] = vecs / norms
+        return out
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts, self.embedder.document_prefix)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text], self.embedder.query_prefix)[0]
+
+
+def connect(
+    emb: Embedder, settings: Settings, progress: Callable[[str], None] | None = None
+) -> EmbedClient:
+    """An embedding client: a remote URL if configured, else the embedder's local sidecar."""
+    url = settings.embedder_url or emb.url
+    path = emb.model_path()
+    tokenizer = Tokenizer(str(path)) if path is not None and path.is_file() else None
+    if url:
+        return EmbedClient(emb, url, emb.id, settings.embed_batch, tokenizer)
+    assert path is not None
+    spec = SidecarSpec(
+        id=emb.id,
+        role="embed",
+        model_path=str(path),
+        port=emb.port,
+        port_range=(EMBED_PORTS.start, EMBED_PORTS.stop - 1),
+        n_ctx=emb.max_tokens,
+        # One ubatch per decode; larger batches make unified attention quadratic in the batch.
+        n_batch=emb.max_tokens,
+        threads=settings.threads,
+        idle_seconds=settings.sidecar_idle_minutes * 60,
+    )
+    if progress and read_record(emb.id) is None:
+        progress(f"starting embedder sidecar {emb.id}")
+    rec = ensure(spec, timeout=settings.sidecar_start_timeout)
+    return EmbedClient(emb, rec.url, emb.id, settings.embed_batch, tokenizer, sidecar_id=emb.id)

@@ -1,0 +1,29 @@
+"""One error family: every message says what went wrong and, where it can, what to run next."""
+
+
+class HydraError(Exception):
+    """Base of every error the library raises on purpose; the CLI prints it as one red line."""
+
+
+class ConfigError(HydraError):
+    """A catalog, config file or setting is invalid."""
+
+
+class ModelError(HydraError):
+    """A model is unknown, missing, or cannot be installed."""
+
+
+class SidecarError(HydraError):
+    """A sidecar process failed to start, died, or does not answer."""
+
+
+class EmbedError(HydraError):
+    """An embeddings endpoint refused or failed a request."""
+
+
+class IndexError_(HydraError):
+    """An index is missing, corrupt, locked, or does not match the chosen embedder."""
+
+
+class IndexLocked(IndexError_):
+    """Another process is indexing the same folder."""

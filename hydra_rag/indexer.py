@@ -1,0 +1,426 @@
+"""Indexing, in pipeline order: walk → classify → chunk → embed → store, incrementally and
+crash-safely. The library never prints: progress goes through a callback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra_rag import registry
+from hydra_rag.catalog import Embedder, get_embedder
+from hydra_rag.chunk import CHUNKER_VERSION, chunk_text
+from hydra_rag.classify import classify
+from hydra_rag.config import Settings
+from hydra_rag.embed import EmbedClient, connect
+from hydra_rag.errors import HydraError, IndexError_, IndexLocked
+from hydra_rag.locks import file_lock, lock_holder
+from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store, new_meta
+from hydra_rag.walk import Candidate, Walker, WalkResult, read_text
+
+# Files are processed in batches of about this many chunks: large enough that LanceDB gets
+# big appends (many tiny appends make a slow table), small enough that an interrupted run
+# keeps most of its work.
+BATCH_CHUNKS = 512
+
+
+@dataclass
+class Progress:
+    """One progress report: what stage, how far (files and bytes), and chunks embedded."""
+
+    stage: str
+    files_done: int = 0
+    files_total: int = 0
+    bytes_done: int = 0
+    bytes_total: int = 0
+    chunks_done: int = 0
+    message: str = ""
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass
+class IndexReport:
+    """The summary of one `index` run (what `--json` prints)."""
+
+    root: str
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    files_removed: int = 0
+    files_skipped: dict[str, int] = field(default_factory=dict)
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    chunks_reused: int = 0
+    chunks_total: dict[str, int] = field(default_factory=dict)
+    embedders: dict[str, str] = field(default_factory=dict)
+    rebuilt: bool = False
+    rebuild_reason: str = ""
+    repaired: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class DryRunReport:
+    """What an `index` run would index, and per reason what it would skip."""
+
+    root: str
+    files: list[tuple[str, str]]  # (path, kind)
+    skipped: dict[str, list[str]]
+
+
+def resolve_root(path: Path) -> Path:
+    """The folder to index, absolute; a clear error if it is not a folder."""
+    p = path.expanduser()
+    if not p.exists():
+        raise HydraError(f"{path} does not exist")
+    if not p.is_dir():
+        raise HydraError(f"{path} is not a folder")
+    return p.resolve()
+
+
+def chunk_id(rel: str, line_start: int, line_end: int, text: str) -> str:
+    """Stable id of a chunk: the same text at the same place of the same file, the same id."""
+    h = hashlib.sha256(f"{rel}\0{line_start}\0{line_end}\0".encode() + text.encode("utf-8"))
+    return h.hexdigest()[:32]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def dry_run(root: Path, include: list[str] | None = None,
+            exclude: list[str] | None = None) -> DryRunReport:
+    """Walk and read like a real run, without touching the index."""
+    root = resolve_root(root)
+    walked = Walker(root, include, exclude).walk()
+    files = []
+    skipped = {k: list(v) for k, v in walked.skipped_paths.items()}
+    for cand in walked.files:
+        text, why = read_text(root / cand.rel, cand.size)
+        if text is None:
+            skipped.setdefault(why, []).append(cand.rel)
+        else:
+            files.append((cand.rel, classify(cand.rel, text[:200])))
+    return DryRunReport(str(root), files, skipped)
+
+
+class _Run:
+    """State of one index run over one folder (holding its lock)."""
+
+    def __init__(self, root: Path, settings: Settings, progress: ProgressFn) -> None:
+        self.root = root
+        self.settings = settings
+        self.progress = progress
+        self.store = Store(root)
+        self.report = IndexReport(str(root))
+        self.embedders: dict[str, Embedder] = {
+            t: get_embedder(settings.embedder_for(t)) for t in TABLES
+        }
+        self.clients: dict[str, EmbedClient] = {}
+
+    def client(self, table: str) -> EmbedClient:
+        emb = self.embedders[table]
+        if emb.id not in self.clients:
+            self.clients[emb.id] = connect(
+                emb, self.settings, lambda m: self.progress(Progress("sidecar", message=m))
+            )
+        return self.clients[emb.id]
+
+    # -- consistency -----------------------------------------------------------------------
+
+    def load_state(self, full: bool) -> dict[str, FileEntry]:
+        """Read meta/files, decide whether to rebuild, repair after an interrupted run."""
+        store = self.store
+        wanted = {t: (e.id, e.dims) for t, e in self.embedders.items()}
+        reason = "--full" if full else ""
+        meta: dict[str, Any] = {}
+        if not reason:
+            try:
+                meta = store.read_meta()
+            except IndexError_ as exc:
+                # The tables carry their embedder in their schema: use that copy.
+                recorded = {t: store.table_embedder(t) for t in store.table_names()}
+                if all(v is not None for v in recorded.values()):
+                    meta = new_meta({t: v for t, v in recorded.items() if v is not None})
+                    meta["chunker_version"] = CHUNKER_VERSION
+                    self.report.repaired.append(f"{exc}; rebuilt it from the tables")
+                else:
+                    reason = f"{exc} and the tables do not say which embedder built them"
+        if not reason and meta:
+            if meta.get("format_version") != FORMAT_VERSION:
+                reason = f"index format {meta.get('format_version')} → {FORMAT_VERSION}"
+            elif meta.get("chunker_version") != CHUNKER_VERSION:
+                reason = (f"chunker version {meta.get('chunker_version')} → {CHUNKER_VERSION}")
+            else:
+                for t, (eid, dims) in wanted.items():
+                    have = meta.get("tables", {}).get(t)
+                    if have and (have.get("embedder"), have.get("dims")) != (eid, dims):
+                        reason = (f"table {t} was built with embedder {have.get('embedder')} "
+                                  f"({have.get('dims')} dims), now {eid} ({dims} dims)")
+                        break
+        elif not reason and store.table_names():
+            reason = "the index has tables but no meta.yaml"
+        if reason:
+            if store.exists():
+                self.report.rebuilt = True
+                self.report.rebuild_reason = reason
+                self.progress(Progress("rebuild", message=f"rebuilding the index: {reason}"))
+            store.drop_all()
+            meta = {}
+        self.meta = meta or new_meta(wanted)
+        self.meta["tables"] = {t: {"embedder": e, "dims": d} for t, (e, d) in wanted.items()}
+
+        try:
+            files = store.read_files()
+        except IndexError_ as exc:
+            files = self._files_from_tables()
+            self.report.repaired.append(f"{exc}; rebuilt it from the tables")
+            store.journal_path.touch()
+        if store.journal_path.exists():
+            files = self._repair(files)
+        return files
+
+    def _files_from_tables(self) -> dict[str, FileEntry]:
+        """Rebuild files.json from the rows: stat unknown, so every file is re-checked."""
+        files: dict[str, FileEntry] = {}
+        for t in self.store.table_names():
+            tbl = self.store.table(t)
+            assert tbl is not None
+            rows = tbl.to_lance().to_table(columns=["id", "path"]).to_pylist()
+            for r in rows:
+                e = files.setdefault(r["path"], FileEntry(-1, -1, t))
+                e.chunks.append(r["id"])
+        return files
+
+    def _repair(self, files: dict[str, FileEntry]) -> dict[str, FileEntry]:
+        """After an interrupted run: drop orphan and duplicate rows, and forget files whose
+        chunks are incomplete so that they are indexed again."""
+        store = self.store
+        orphans = dups = forgotten = 0
+        for t in store.table_names():
+            counts = store.id_counts(t)
+            known = {c for e in files.values() if e.kind == t for c in e.chunks}
+            bad = [i for i, n in counts.items() if i not in known or n > 1]
+            dups += sum(1 for i in bad if counts[i] > 1)
+            orphans += sum(1 for i in bad if i not in known)
+            store.delete_ids(t, bad)
+            present = {i for i, n in counts.items() if i in known and n == 1}
+            for rel, e in list(files.items()):
+                if e.kind == t and any(c not in present for c in e.chunks):
+                    # Its surviving chunks are orphans now; drop them too.
+                    store.delete_ids(t, [c for c in e.chunks if c in present])
+                    del files[rel]
+                    forgotten += 1
+        for rel, e in list(files.items()):
+            if e.kind not in TABLES and e.chunks:
+                del files[rel]
+        if orphans or dups or forgotten:
+            self.report.repaired.append(
+                f"repaired an interrupted run: {orphans} orphan and {dups} duplicate chunks "
+                f"removed, {forgotten} files to index again"
+            )
+        store.write_files(files)
+        return files
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self, walked: WalkResult, files: dict[str, FileEntry]) -> None:
+        store, report = self.store, self.report
+        start_files = dict(files)
+        seen = {c.rel for c in walked.files}
+        report.files_seen = len(walked.files)
+        changed: list[Candidate] = []
+        skipped: Counter[str] = Counter(walked.skipped)
+        for cand in walked.files:
+            e = files.get(cand.rel)
+            if e is not None and e.size == cand.size and e.mtime_ns == cand.mtime_ns:
+                if e.skip:
+                    skipped[e.skip] += 1
+                else:
+                    report.files_unchanged += 1
+                continue
+            changed.append(cand)
+        removed = [rel for rel in files if rel not in seen]
+
+        for t in TABLES:
+            if store.table(t) is None:
+                emb = self.embedders[t]
+                store.create_table(t, emb.id, emb.dims)
+        store.write_meta(self.meta)
+        if not changed and not removed:
+            report.files_skipped = dict(skipped)
+            return
+
+        store.journal_path.touch()
+        touched: set[str] = set()
+        if removed:
+            for t in TABLES:
+                ids = [c for rel in removed if files[rel].kind == t for c in files[rel].chunks]
+                store.delete_ids(t, ids)
+                report.chunks_removed += len(ids)
+                if ids:
+                    touched.add(t)
+            for rel in removed:
+                if files[rel].chunks or not files[rel].skip:
+                    report.files_removed += 1
+                del files[rel]
+            store.write_files(files)
+
+        bytes_total = sum(c.size for c in changed)
+        done = Progress("embed", files_total=len(changed), bytes_total=bytes_total)
+        self.progress(done)
+        batch: list[tuple[Candidate, str, list[dict[str, Any]]]] = []
+        pending = 0
+        for cand in changed:
+            prepared = self._prepare(cand, files, skipped)
+            done.files_done += 1
+            done.bytes_done += cand.size
+            if prepared is None:
+                self.progress(done)
+                continue
+            batch.append(prepared)
+            pending += len(prepared[2])
+            if pending >= BATCH_CHUNKS:
+                touched |= self._flush(batch, files, start_files, done)
+                batch, pending = [], 0
+        if batch:
+            touched |= self._flush(batch, files, start_files, done)
+        report.files_skipped = dict(skipped)
+        self.progress(Progress("finish", message="updating the full-text index"))
+        for t in touched:
+            store.refresh(t)
+
+    def _prepare(self, cand: Candidate, files: dict[str, FileEntry], skipped: Counter[str]
+                 ) -> tuple[Candidate, str, list[dict[str, Any]]] | None:
+        """Read, classify and chunk one file; None if it is skipped for its content."""
+        path = self.root / cand.rel
+        text, why = read_text(path, cand.size)
+        if text is None:
+            skipped[why] += 1
+            old = files.get(cand.rel)
+            if why in ("binary", "not_utf8", "empty", "too_large"):
+                # Remember it, so an unchanged file is not read again next time; its old
+                # chunks (if it used to be text) are dropped with the flush below.
+                files[cand.rel] = FileEntry(cand.size, cand.mtime_ns, None, [], why)
+                if old and old.chunks and old.kind:
+                    self.store.delete_ids(old.kind, old.chunks)
+                    self.report.chunks_removed += len(old.chunks)
+                if old and old.chunks:
+                    self.store.write_files(files)
+            return None
+        kind = classify(cand.rel, text[:200])
+        client = self.client(kind)
+        rows = []
+        for ch in chunk_text(text, fits=client.fits):
+            rows.append({
+                "id": chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text),
+                "path": cand.rel, "kind": kind,
+                "line_start": ch.line_start, "line_end": ch.line_end,
+                "hash": text_hash(ch.text), "text": ch.text,
+            })
+        return cand, kind, rows
+
+    def _flush(self, batch: list[tuple[Candidate, str, list[dict[str, Any]]]],
+               files: dict[str, FileEntry], start_files: dict[str, FileEntry],
+               done: Progress) -> set[str]:
+        """Embed a batch of files, add their rows, then drop their old rows, then record them.
+        This order is what makes an interruption repairable (see `_repair`)."""
+        store, report = self.store, self.report
+        touched: set[str] = set()
+        for t in TABLES:
+            items = [(c, rows) for c, k, rows in batch if k == t]
+            if not items:
+                continue
+            touched.add(t)
+            # Reuse vectors of unchanged chunk texts of files indexed before.
+            reused: dict[str, Any] = {}
+            again = [c.rel for c, _ in items if c.rel in start_files and start_files[c.rel].chunks]
+            for r in store.rows_for_paths(t, again, ["hash", "vector"]):
+                reused[r["hash"]] = r["vector"]
+            all_rows = [r for _, rows in items for r in rows]
+            need = [r for r in all_rows if r["hash"] not in reused]
+            client = self.client(t)
+            if need:
+                vecs = client.embed_documents([r["text"] for r in need])
+                for r, v in zip(need, vecs, strict=True):
+                    r["vector"] = v
+            for r in all_rows:
+                if "vector" not in r:
+                    r["vector"] = reused[r["hash"]]
+            report.chunks_reused += len(all_rows) - len(need)
+            # A chunk id already stored (the same file indexed again with identical chunk)
+            # must not be added twice.
+            old_ids = {c for cand, _ in items for c in files.get(cand.rel, FileEntry(0, 0, t)).chunks}
+            new_rows = [r for r in all_rows if r["id"] not in old_ids]
+            store.add(t, new_rows)
+            new_ids = {r["id"] for r in all_rows}
+            stale = [i for i in old_ids if i not in new_ids]
+            store.delete_ids(t, stale)
+            report.chunks_added += len(new_rows)
+            report.chunks_removed += len(stale)
+            done.chunks_done += len(need)
+        for cand, kind, rows in batch:
+            old = files.get(cand.rel)
+            if old is not None and old.kind and old.kind != kind and old.chunks:
+                store.delete_ids(old.kind, old.chunks)  # the file changed tables
+                report.chunks_removed += len(old.chunks)
+            files[cand.rel] = FileEntry(cand.size, cand.mtime_ns, kind, [r["id"] for r in rows])
+            report.files_indexed += 1
+        store.write_files(files)
+        self.progress(done)
+        return touched
+
+
+def index_folder(
+    root: Path,
+    settings: Settings,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    full: bool = False,
+    tags: list[str] | None = None,
+    wait: float = 0.0,
+    progress: ProgressFn | None = None,
+    repair: bool = False,
+) -> IndexReport:
+    """Bring `root/.hydra-index` up to date with the folder; returns what was done."""
+    t0 = time.monotonic()
+    root = resolve_root(root)
+    say = progress or (lambda _p: None)
+    store = Store(root)
+    try:
+        store.dir.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise HydraError(f"cannot create {store.dir}: {exc.strerror}") from None
+    with file_lock(store.lock_path, wait=wait) as held:
+        if not held:
+            pid = lock_holder(store.lock_path)
+            raise IndexLocked(
+                f"another `hydra-rag index` (pid {pid or '?'}) is updating {root}; "
+                "wait for it to finish, or pass --wait SECONDS"
+            )
+        run = _Run(root, settings, say)
+        if repair:
+            store.journal_path.touch()  # check every row against files.json
+        say(Progress("walk", message=f"walking {root}"))
+        walked = Walker(root, include, exclude).walk()
+        files = run.load_state(full)
+        run.run(walked, files)
+        store.journal_path.unlink(missing_ok=True)
+        run.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        store.write_meta(run.meta)
+        report = run.report
+        report.embedders = {t: e.id for t, e in run.embedders.items()}
+        report.chunks_total = {t: store.count(t) for t in TABLES}
+    registry.register(root, tags)
+    report.elapsed_s = round(time.monotonic() - t0, 3)
+    return report

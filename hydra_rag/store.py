@@ -1,0 +1,272 @@
+"""The on-disk index beside the files: `.hydra-index/` with two LanceDB tables (`code`, `prose`),
+`meta.yaml` (versions, which embedder built each table) and `files.json` (what is indexed).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hydra_rag.chunk import CHUNKER_VERSION
+from hydra_rag.errors import IndexError_
+from hydra_rag.locks import write_atomic
+from hydra_rag.paths import INDEX_DIR
+
+FORMAT_VERSION = 1
+TABLES = ("code", "prose")
+FTS_INDEX = "text_idx"
+_META_EMBEDDER = b"hydra.embedder"
+_META_DIMS = b"hydra.dims"
+
+
+@dataclass
+class FileEntry:
+    """What files.json knows of one file: its stat at indexing time, its kind and chunk ids."""
+
+    size: int
+    mtime_ns: int
+    kind: str | None
+    chunks: list[str] = field(default_factory=list)
+    skip: str = ""  # a content skip (binary, not_utf8…): remembered so it is not re-read
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"size": self.size, "mtime_ns": self.mtime_ns, "kind": self.kind,
+                             "chunks": self.chunks}
+        if self.skip:
+            d["skip"] = self.skip
+        return d
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal (LanceDB filters), quotes doubled."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _in_list(column: str, values: Iterable[str]) -> str:
+    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+class Store:
+    """One folder's index. Cheap to construct: nothing is opened until it is needed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.dir = root / INDEX_DIR
+        self._db: Any = None
+        self._tables: dict[str, Any] = {}
+
+    # -- files on the side -------------------------------------------------------------
+
+    @property
+    def meta_path(self) -> Path:
+        return self.dir / "meta.yaml"
+
+    @property
+    def files_path(self) -> Path:
+        return self.dir / "files.json"
+
+    @property
+    def journal_path(self) -> Path:
+        """Present while a run is changing the index; found at start, it means "repair"."""
+        return self.dir / "journal"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.dir / "lock"
+
+    def exists(self) -> bool:
+        return self.meta_path.is_file() or (self.dir / "lance").is_dir()
+
+    def read_meta(self) -> dict[str, Any]:
+        """meta.yaml as a dict; {} if absent. Raises IndexError_ if it is corrupt."""
+        if not self.meta_path.is_file():
+            return {}
+        try:
+            meta = yaml.safe_load(self.meta_path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise IndexError_(f"{self.meta_path} is corrupt: {exc}") from None
+        if not isinstance(meta, dict) or not isinstance(meta.get("tables", {}), dict):
+            raise IndexError_(f"{self.meta_path} is corrupt: not a mapping with 'tables'")
+        return meta
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.meta_path, yaml.safe_dump(meta, sort_keys=False))
+
+    def read_files(self) -> dict[str, FileEntry]:
+        """files.json as entries; {} if absent. Raises IndexError_ if it is corrupt."""
+        if not self.files_path.is_file():
+            return {}
+        try:
+            raw = json.loads(self.files_path.read_text(encoding="utf-8"))
+            return {
+                rel: FileEntry(int(e["size"]), int(e["mtime_ns"]), e.get("kind"),
+                               list(e.get("chunks", [])), e.get("skip", ""))
+                for rel, e in raw["files"].items()
+            }
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+            raise IndexError_(f"{self.files_path} is corrupt: {exc}") from None
+
+    def write_files(self, files: dict[str, FileEntry]) -> None:
+        doc = {"version": FORMAT_VERSION,
+               "files": {rel: files[rel].to_json() for rel in sorted(files)}}
+        write_atomic(self.files_path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+
+    # -- tables --------------------------------------------------------------------------
+
+    @property
+    def db(self) -> Any:
+        if self._db is None:
+            import lancedb
+
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(self.dir / "lance"))
+        return self._db
+
+    def table_names(self) -> list[str]:
+        lance = self.dir / "lance"
+        if not lance.is_dir():
+            return []
+        return [t for t in TABLES if (lance / f"{t}.lance").is_dir()]
+
+    def table(self, name: str) -> Any | None:
+        """The LanceDB table, or None if it was never created."""
+        if name in self._tables:
+            return self._tables[name]
+        if name not in self.table_names():
+            return None
+        try:
+            tbl = self.db.open_table(name)
+        except Exception as exc:  # LanceDB raises several types for a damaged table
+            raise IndexError_(
+                f"table {name!r} in {self.dir} cannot be opened ({exc}); "
+                f"run `hydra-rag index {self.root} --full`"
+            ) from None
+        self._tables[name] = tbl
+        return tbl
+
+    def table_embedder(self, name: str) -> tuple[str, int] | None:
+        """(embedder id, dims) recorded in a table's own schema — a second copy of meta.yaml."""
+        tbl = self.table(name)
+        if tbl is None:
+            return None
+        md = tbl.schema.metadata or {}
+        if _META_EMBEDDER not in md:
+            return None
+        return md[_META_EMBEDDER].decode(), int(md.get(_META_DIMS, b"0"))
+
+    def create_table(self, name: str, embedder_id: str, dims: int) -> Any:
+        import pyarrow as pa
+
+        schema = pa.schema(
+            [
+                pa.field("id", pa.string()),
+                pa.field("path", pa.string()),
+                pa.field("kind", pa.string()),
+                pa.field("line_start", pa.int32()),
+                pa.field("line_end", pa.int32()),
+                pa.field("hash", pa.string()),
+                pa.field("text", pa.string()),
+                pa.field("vector", pa.list_(pa.float32(), dims)),
+            ],
+            metadata={_META_EMBEDDER: embedder_id.encode(), _META_DIMS: str(dims).encode()},
+        )
+        tbl = self.db.create_table(name, schema=schema, mode="overwrite")
+        self._tables[name] = tbl
+        self.ensure_fts(name)
+        return tbl
+
+    def drop_all(self) -> None:
+        """Remove both tables and files.json (a rebuild starts from nothing)."""
+        for name in self.table_names():
+            self.db.drop_table(name)
+        self._tables.clear()
+        self.files_path.unlink(missing_ok=True)
+
+    def ensure_fts(self, name: str) -> None:
+        """Create the native full-text index on `text` if the table has none."""
+        import warnings
+
+        tbl = self.table(name)
+        if tbl is None:
+            return
+        if not any(ix.name == FTS_INDEX for ix in tbl.list_indices()):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # create_fts_index is marked deprecated
+                tbl.create_fts_index("text", replace=True, with_position=False)
+
+    def refresh(self, name: str) -> None:
+        """Compact the table and bring the FTS index up to date with every row."""
+        from datetime import timedelta
+
+        tbl = self.table(name)
+        if tbl is None:
+            return
+        self.ensure_fts(name)
+        tbl.optimize(cleanup_older_than=timedelta(seconds=0))
+
+    def fts_unindexed(self, name: str) -> int:
+        """Rows the FTS index does not cover yet (should be 0 after every run)."""
+        tbl = self.table(name)
+        if tbl is None:
+            return 0
+        stats = tbl.index_stats(FTS_INDEX)
+        if stats is None:
+            return tbl.count_rows()
+        return int(stats.num_unindexed_rows)
+
+    def add(self, name: str, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            tbl = self.table(name)
+            assert tbl is not None
+            tbl.add(rows)
+
+    def delete_ids(self, name: str, ids: Iterable[str]) -> None:
+        tbl = self.table(name)
+        ids = list(ids)
+        if tbl is None or not ids:
+            return
+        for i in range(0, len(ids), 500):
+            tbl.delete(_in_list("id", ids[i : i + 500]))
+
+    def id_counts(self, name: str) -> Counter[str]:
+        """How many rows carry each chunk id (more than one is a duplicate)."""
+        tbl = self.table(name)
+        if tbl is None:
+            return Counter()
+        col = tbl.to_lance().to_table(columns=["id"]).column("id").to_pylist()
+        return Counter(col)
+
+    def rows_for_paths(self, name: str, paths: list[str], columns: list[str]) -> list[dict[str, Any]]:
+        tbl = self.table(name)
+        if tbl is None or not paths:
+            return []
+        out: list[dict[str, Any]] = []
+        for i in range(0, len(paths), 200):
+            out += (
+                tbl.search().where(_in_list("path", paths[i : i + 200]))
+                .select(columns).limit(None).to_list()
+            )
+        return out
+
+    def count(self, name: str) -> int:
+        tbl = self.table(name)
+        return 0 if tbl is None else int(tbl.count_rows())
+
+
+def new_meta(embedders: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return {
+        "format_version": FORMAT_VERSION,
+        "chunker_version": CHUNKER_VERSION,
+        "tables": {t: {"embedder": e, "dims": d} for t, (e, d) in embedders.items()},
+        "created": now,
+        "updated": now,
+    }

@@ -1,0 +1,351 @@
+"""Walk a folder the way a careful user expects: git's three ignore layers, a .hydraignore,
+a hard-wired blacklist, secrets never indexed, size and content checks, and a reason for every skip.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+from hydra_rag.paths import INDEX_DIR
+
+MAX_BYTES = 1 << 20
+
+_BLACKLIST_DIRS = [
+    ".git/", ".hg/", ".svn/", ".bzr/", "_darcs/", ".fossil/", "CVS/",
+    INDEX_DIR + "/", "node_modules/", "bower_components/", "jspm_packages/", "vendor/bundle/",
+    ".venv/", "venv/", "env/", ".env/", "virtualenv/", ".virtualenv/", ".tox/", ".nox/",
+    "__pycache__/", ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", ".hypothesis/",
+    ".ipynb_checkpoints/", ".cache/", ".parcel-cache/", ".next/", ".nuxt/", ".svelte-kit/",
+    ".turbo/", ".gradle/", ".idea/", ".vs/", ".terraform/", ".eggs/", "*.egg-info/",
+    "target/", "dist/", "build/", "out/", "_build/", "site-packages/", "coverage/",
+    "htmlcov/", ".coverage/", ".nyc_output/", "Pods/", "DerivedData/",
+]
+_BLACKLIST_FILES = [
+    # lock files
+    "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "bun.lockb", "Cargo.lock",
+    "poetry.lock", "Pipfile.lock", "composer.lock", "Gemfile.lock", "go.sum", "uv.lock",
+    "*.lock",
+    # minified and generated assets
+    "*.min.js", "*.min.css", "*.min.mjs", "*.map", "*.bundle.js", "*.chunk.js",
+    # compiled objects and libraries
+    "*.o", "*.obj", "*.a", "*.lib", "*.so", "*.so.*", "*.dylib", "*.dll", "*.exe", "*.class",
+    "*.jar", "*.war", "*.pyc", "*.pyo", "*.pyd", "*.wasm", "*.elc", "*.beam", "*.ko",
+    # archives
+    "*.zip", "*.tar", "*.tgz", "*.gz", "*.bz2", "*.xz", "*.zst", "*.7z", "*.rar", "*.whl",
+    "*.egg", "*.deb", "*.rpm", "*.dmg", "*.iso", "*.apk",
+    # media
+    "*.png", "*.jpg", "*.jpeg", "*.gif", "*.bmp", "*.ico", "*.icns", "*.webp", "*.tif",
+    "*.tiff", "*.psd", "*.heic", "*.avif", "*.mp3", "*.wav", "*.flac", "*.ogg", "*.m4a",
+    "*.aac", "*.mp4", "*.mkv", "*.mov", "*.avi", "*.webm", "*.ttf", "*.otf", "*.woff",
+    "*.woff2", "*.eot",
+    # office documents and PDFs
+    "*.pdf", "*.doc", "*.docx", "*.xls", "*.xlsx", "*.ppt", "*.pptx", "*.odt", "*.ods",
+    "*.odp", "*.epub",
+    # databases
+    "*.db", "*.sqlite", "*.sqlite3", "*.mdb", "*.parquet", "*.arrow", "*.lance", "*.feather",
+    "*.h5", "*.hdf5", "*.npy", "*.npz", "*.pkl", "*.pickle",
+    # model weights
+    "*.gguf", "*.ggml", "*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.onnx",
+    "*.tflite", "*.mlmodel", "*.pb",
+    # OS litter
+    ".DS_Store", "Thumbs.db", "desktop.ini",
+]
+_SECRETS = [
+    ".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks",
+    "*.keystore", "*.kdbx", "*.asc", "*.gpg", "id_rsa", "id_rsa.*", "id_dsa", "id_dsa.*",
+    "id_ecdsa", "id_ecdsa.*", "id_ed25519", "id_ed25519.*", ".netrc", ".pgpass", ".npmrc",
+    ".pypirc", ".htpasswd", "credentials", "credentials.json", "credentials.*",
+    "*credentials*.json", "secrets.yaml", "secrets.yml", "secrets.json", "*.secret",
+    "*.secrets", "service-account*.json", ".git-credentials", ".dockercfg",
+    ".docker/config.json", "*.tfstate", "*.tfstate.*", "known_hosts", "authorized_keys",
+]
+# Examples and templates of secrets files hold no secrets and are worth indexing.
+_SECRET_OK = ["!.env.example", "!.env.sample", "!.env.template", "!*.env.example"]
+
+BLACKLIST = pathspec.GitIgnoreSpec.from_lines(_BLACKLIST_DIRS + _BLACKLIST_FILES)
+SECRETS = pathspec.GitIgnoreSpec.from_lines(_SECRETS + _SECRET_OK)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file the walk kept: its path relative to the root (POSIX), size and mtime (ns)."""
+
+    rel: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class WalkResult:
+    """Kept files, and for each skip reason how many (and which) files it removed."""
+
+    files: list[Candidate] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    skipped_paths: dict[str, list[str]] = field(default_factory=dict)
+
+    def skip(self, reason: str, rel: str) -> None:
+        self.skipped[reason] += 1
+        self.skipped_paths.setdefault(reason, []).append(rel)
+
+
+@dataclass
+class _Layer:
+    base: str  # relative dir ("" for root) the patterns are anchored at
+    spec: pathspec.PathSpec
+    reason: str
+    # For a layer from a folder above the root: the root's path as seen from that folder.
+    outer: str = ""
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _git_toplevel(root: Path) -> Path | None:
+    for parent in (root, *root.parents):
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+def global_excludes_file() -> Path | None:
+    """The user's global git excludes file (core.excludesFile or git's XDG default)."""
+    try:
+        proc = subprocess.run(
+            ["git", "config", "--global", "--path", "core.excludesFile"],
+            capture_output=True, text=True, timeout=5,
+        )
+        if proc.returncode == 0 and proc.stdout.strip():
+            return Path(proc.stdout.strip()).expanduser()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(xdg) / "git" / "ignore"
+
+
+def _rel_to(path_rel: str, base: str) -> str | None:
+    if not base:
+        return path_rel
+    if path_rel == base or path_rel.startswith(base + "/"):
+        return path_rel[len(base) + 1 :]
+    return None
+
+
+def _verdict(layers: list[_Layer], rel: str, is_dir: bool) -> tuple[bool, str]:
+    """Git semantics: the deepest layer that has an opinion wins (negation included)."""
+    for layer in reversed(layers):
+        sub = f"{layer.outer}/{rel}" if layer.outer else _rel_to(rel, layer.base)
+        if sub is None:
+            continue
+        res = layer.spec.check_file(sub + "/" if is_dir else sub)
+        if res.include is not None:
+            return bool(res.include), layer.reason
+    return False, ""
+
+
+def _include_prefixes(patterns: list[str]) -> list[str] | None:
+    """Literal folder prefixes of --include patterns; None when one may match anywhere."""
+    prefixes = []
+    for pat in patterns:
+        p = pat.lstrip("/")
+        if "/" not in p.rstrip("/"):
+            return None
+        literal = []
+        for part in p.split("/"):
+            if any(ch in part for ch in "*?[") or part == "":
+                break
+            literal.append(part)
+        if not literal:
+            return None
+        prefixes.append("/".join(literal))
+    return prefixes
+
+
+class Walker:
+    """Walks one root with a fixed set of rules; `walk()` yields what would be indexed."""
+
+    def __init__(
+        self,
+        root: Path,
+        include: list[str] | None = None,
+        exclude: list[str] | None = None,
+        max_bytes: int = MAX_BYTES,
+    ) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
+        self.include = (
+            pathspec.GitIgnoreSpec.from_lines(include) if include else None
+        )
+        self.include_prefixes = _include_prefixes(include) if include else []
+        self.exclude = pathspec.GitIgnoreSpec.from_lines(exclude) if exclude else None
+        self.base_layers: list[_Layer] = []
+        glob = global_excludes_file()
+        if glob and glob.is_file():
+            self._add(self.base_layers, "", _read_lines(glob), "gitignore")
+        top = _git_toplevel(root)
+        if top is not None:
+            info = top / ".git" / "info" / "exclude"
+            # Patterns of files above the root are anchored at the repository top; translate
+            # them by keeping only what applies inside the root.
+            prefix = root.relative_to(top).as_posix() if top != root else ""
+            lines = _read_lines(info) if info.is_file() else []
+            parents = [top / p for p in (root.relative_to(top).parents if top != root else [])]
+            self._add_outer(prefix, top, lines, "gitignore")
+            for parent in sorted(parents, key=lambda p: len(p.parts)):
+                if parent == root or parent == top and prefix == "":
+                    continue
+                gi = parent / ".gitignore"
+                if gi.is_file():
+                    self._add_outer(prefix, parent, _read_lines(gi), "gitignore")
+
+    def _add(self, layers: list[_Layer], base: str, lines: list[str], reason: str) -> None:
+        lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        if lines:
+            layers.append(_Layer(base, pathspec.GitIgnoreSpec.from_lines(lines), reason))
+
+    def _add_outer(self, prefix: str, at: Path, lines: list[str], reason: str) -> None:
+        # A layer anchored above the root: match against the path as seen from `at`.
+        lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        if not lines:
+            return
+        outer = self.root.relative_to(at).as_posix()
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        self.base_layers.append(_Layer("", spec, reason, "" if outer == "." else outer))
+
+    def _included(self, rel: str) -> bool:
+        return self.include is not None and self.include.match_file(rel)
+
+    def _may_include_below(self, rel_dir: str) -> bool:
+        if self.include is None:
+            return False
+        if self.include_prefixes is None:
+            return True
+        return any(
+            p == rel_dir or p.startswith(rel_dir + "/") or rel_dir.startswith(p + "/")
+            for p in self.include_prefixes
+        )
+
+    def _rule(self, layers: list[_Layer], rel: str, is_dir: bool) -> str:
+        """The reason this path is left out, or "" to keep it (before --include)."""
+        if BLACKLIST.match_file(rel + "/" if is_dir else rel):
+            return "blacklisted"
+        if not is_dir and SECRETS.match_file(rel):
+            return "secret"
+        if self.exclude is not None and self.exclude.match_file(rel + "/" if is_dir else rel):
+            return "excluded"
+        ignored, why = _verdict(layers, rel, is_dir)
+        return why if ignored else ""
+
+    def walk(self) -> WalkResult:
+        """Walk the whole tree; never follows symlinked folders."""
+        result = WalkResult()
+        self._walk_dir(self.root, "", list(self.base_layers), result, pruned=False)
+        result.files.sort(key=lambda c: c.rel)
+        return result
+
+    def _walk_dir(
+        self, path: Path, rel_dir: str, layers: list[_Layer], result: WalkResult, pruned: bool
+    ) -> None:
+        if not pruned:
+            for fname, reason in ((".gitignore", "gitignore"), (".hydraignore", "hydraignore")):
+                f = path / fname
+                if f.is_file():
+                    layers = [*layers]
+                    self._add(layers, rel_dir, _read_lines(f), reason)
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except PermissionError:
+            result.skip("unreadable", rel_dir or ".")
+            return
+        except OSError:
+            result.skip("unreadable", rel_dir or ".")
+            return
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                is_link = entry.is_symlink()
+                st = entry.stat(follow_symlinks=True)
+            except FileNotFoundError:
+                result.skip("broken_symlink" if entry.is_symlink() else "vanished", rel)
+                continue
+            except OSError as exc:
+                # ELOOP for symlink loops, EACCES and friends otherwise.
+                result.skip("symlink_loop" if exc.errno == 40 else "unreadable", rel)
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if is_link:
+                    result.skip("symlink_dir", rel)
+                    continue
+                why = "" if pruned else self._rule(layers, rel, is_dir=True)
+                if pruned or why:
+                    if self._may_include_below(rel):
+                        self._walk_dir(Path(entry.path), rel, layers, result, pruned=True)
+                    else:
+                        result.skip(why or "blacklisted", rel + "/")
+                    continue
+                self._walk_dir(Path(entry.path), rel, layers, result, pruned=False)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                result.skip("special", rel)
+                continue
+            if pruned:
+                if not self._included(rel):
+                    continue
+            else:
+                why = self._rule(layers, rel, is_dir=False)
+                if why and not self._included(rel):
+                    result.skip(why, rel)
+                    continue
+            if is_link:
+                target = Path(os.path.realpath(entry.path))
+                if not target.is_relative_to(self.root):
+                    result.skip("symlink_outside", rel)
+                    continue
+            if st.st_size == 0:
+                result.skip("empty", rel)
+                continue
+            if st.st_size > self.max_bytes:
+                result.skip("too_large", rel)
+                continue
+            result.files.append(Candidate(rel, st.st_size, st.st_mtime_ns))
+
+
+def read_text(path: Path, size_hint: int) -> tuple[str | None, str]:
+    """Read a file as UTF-8; returns (text, "") or (None, skip reason)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, "vanished"
+    except OSError:
+        return None, "unreadable"
+    if not data:
+        return None, "empty"
+    if len(data) > MAX_BYTES:
+        return None, "too_large"
+    if b"\x00" in data:
+        return None, "binary"
+    try:
+        # The whole file is decoded, never a sniff window, so a multi-byte character at any
+        # offset cannot make a valid file look invalid.
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not_utf8"
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text, ""
+
+
+def iter_skips(result: WalkResult) -> Iterator[tuple[str, int]]:
+    """Skip reasons with their counts, most common first."""
+    yield from result.skipped.most_common()

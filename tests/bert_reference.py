@@ -1,0 +1,79 @@
+"""A plain numpy forward pass of a BERT sentence embedder, to check converted GGUF files against.
+
+Independent of llama.cpp: reads the original safetensors weights and does the maths by hand
+(embeddings, post-norm encoder layers with exact GELU, mean pooling, L2 normalisation).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+
+def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    erf = np.vectorize(math.erf)
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+class BertReference:
+    """Mean-pooled, normalised sentence vectors from token ids."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from safetensors.numpy import load_file
+
+        self.hp = json.loads((model_dir / "config.json").read_text())
+        raw = load_file(str(model_dir / "model.safetensors"))
+        self.w = {k.removeprefix("bert."): v.astype(np.float64) for k, v in raw.items()}
+
+    def embed(self, ids: list[int]) -> np.ndarray:
+        w, hp = self.w, self.hp
+        eps = hp["layer_norm_eps"]
+        n_head = hp["num_attention_heads"]
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][: len(ids)]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+        for i in range(hp["num_hidden_layers"]):
+            p = f"encoder.layer.{i}."
+
+            def lin(name: str, v: np.ndarray, p: str = p) -> np.ndarray:
+                return v @ w[p + name + ".weight"].T + w[p + name + ".bias"]
+
+            q = lin("attention.self.query", x)
+            k = lin("attention.self.key", x)
+            v = lin("attention.self.value", x)
+            n, d = q.shape
+            hd = d // n_head
+            q = q.reshape(n, n_head, hd).transpose(1, 0, 2)
+            k = k.reshape(n, n_head, hd).transpose(1, 0, 2)
+            v = v.reshape(n, n_head, hd).transpose(1, 0, 2)
+            att = q @ k.transpose(0, 2, 1) / math.sqrt(hd)
+            att = np.exp(att - att.max(-1, keepdims=True))
+            att /= att.sum(-1, keepdims=True)
+            ctx = (att @ v).transpose(1, 0, 2).reshape(n, d)
+            x = _layer_norm(
+                lin("attention.output.dense", ctx) + x,
+                w[p + "attention.output.LayerNorm.weight"],
+                w[p + "attention.output.LayerNorm.bias"],
+                eps,
+            )
+            h = _gelu(lin("intermediate.dense", x))
+            x = _layer_norm(
+                lin("output.dense", h) + x,
+                w[p + "output.LayerNorm.weight"],
+                w[p + "output.LayerNorm.bias"],
+                eps,
+            )
+        pooled = x.mean(0)
+        return pooled / np.linalg.norm(pooled)
