@@ -24,7 +24,8 @@ class Settings:
     sidecar_idle_minutes: float = 15.0
     sidecar_start_timeout: float = 120.0
     threads: int = 0  # 0: one per core
-    embed_batch: int = 64
+    embed_batch: int = 64  # texts per /v1/embeddings request
+    index_batch: int = 512  # chunks per stored batch (what an interruption can lose)
 
     def embedder_for(self, table: str) -> str:
         """The embedder id chosen for the `code` or `prose` table."""

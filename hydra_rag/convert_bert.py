@@ -45,8 +45,14 @@ def convert_bert(
     progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Write `out_path` (GGUF) from a BERT model folder; returns the path written."""
+    import logging
+
     import gguf
     from safetensors.numpy import load_file
+
+    # gguf logs a warning for the [CLS] id it has no key for; llama.cpp's BERT vocab
+    # already defaults [CLS] to 101, so the message is noise.
+    logging.getLogger("gguf").setLevel(logging.ERROR)
 
     say = progress or (lambda _msg: None)
     config_path = model_dir / "config.json"

@@ -20,12 +20,32 @@ from hydra_rag.errors import EmbedError
 from hydra_rag.sidecar import SidecarSpec, ensure, log_tail, read_record
 
 
+_QUIET: list[object] = []
+
+
+def quiet_llama() -> None:
+    """Silence llama.cpp's own logging in this process (it writes to stderr directly)."""
+    if _QUIET:
+        return
+    import ctypes
+
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback
+    def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        return None
+
+    _QUIET.append(_drop)  # keep a reference: llama.cpp calls it later
+    llama_cpp.llama_log_set(_drop, ctypes.c_void_p(0))
+
+
 class Tokenizer:
     """Counts tokens exactly with the embedder's own vocabulary (llama.cpp, vocab only)."""
 
     def __init__(self, model_path: str) -> None:
         import llama_cpp
 
+        quiet_llama()
         self._llm = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
 
     def count(self, text: str) -> int:

@@ -23,12 +23,6 @@ from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store, new_meta
 from hydra_rag.walk import Candidate, Walker, WalkResult, read_text
 
-# Files are processed in batches of about this many chunks: large enough that LanceDB gets
-# big appends (many tiny appends make a slow table), small enough that an interrupted run
-# keeps most of its work.
-BATCH_CHUNKS = 512
-
-
 @dataclass
 class Progress:
     """One progress report: what stage, how far (files and bytes), and chunks embedded."""
@@ -127,6 +121,7 @@ class _Run:
             t: get_embedder(settings.embedder_for(t)) for t in TABLES
         }
         self.clients: dict[str, EmbedClient] = {}
+        self.files: dict[str, FileEntry] = {}
 
     def client(self, table: str) -> EmbedClient:
         emb = self.embedders[table]
@@ -253,7 +248,7 @@ class _Run:
         removed = [rel for rel in files if rel not in seen]
 
         for t in TABLES:
-            if store.table(t) is None:
+            if t not in store.table_names():  # a directory check: no LanceDB import
                 emb = self.embedders[t]
                 store.create_table(t, emb.id, emb.dims)
         store.write_meta(self.meta)
@@ -290,7 +285,9 @@ class _Run:
                 continue
             batch.append(prepared)
             pending += len(prepared[2])
-            if pending >= BATCH_CHUNKS:
+            # Batches of ~512 chunks: big appends for LanceDB (many tiny appends make a slow
+            # table), small enough that an interrupted run keeps most of its work.
+            if pending >= self.settings.index_batch:
                 touched |= self._flush(batch, files, start_files, done)
                 batch, pending = [], 0
         if batch:
@@ -414,13 +411,18 @@ def index_folder(
         say(Progress("walk", message=f"walking {root}"))
         walked = Walker(root, include, exclude).walk()
         files = run.load_state(full)
+        run.files = files
         run.run(walked, files)
         store.journal_path.unlink(missing_ok=True)
         run.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         store.write_meta(run.meta)
         report = run.report
         report.embedders = {t: e.id for t, e in run.embedders.items()}
-        report.chunks_total = {t: store.count(t) for t in TABLES}
+        # files.json and the tables agree (that is what the journal and repair guarantee), so
+        # the totals come from files.json: a no-op run never has to load LanceDB.
+        report.chunks_total = {
+            t: sum(len(e.chunks) for e in run.files.values() if e.kind == t) for t in TABLES
+        }
     registry.register(root, tags)
     report.elapsed_s = round(time.monotonic() - t0, 3)
     return report

@@ -124,6 +124,10 @@ class Store:
     @property
     def db(self) -> Any:
         if self._db is None:
+            import os
+
+            # Lance logs warnings (e.g. "no existing dataset, it will be created") to stderr.
+            os.environ.setdefault("LANCEDB_LOG", "error")
             import lancedb
 
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -210,7 +214,8 @@ class Store:
         if tbl is None:
             return
         self.ensure_fts(name)
-        tbl.optimize(cleanup_older_than=timedelta(seconds=0))
+        # Keep a few minutes of old versions: a search running right now may still read one.
+        tbl.optimize(cleanup_older_than=timedelta(minutes=5))
 
     def fts_unindexed(self, name: str) -> int:
         """Rows the FTS index does not cover yet (should be 0 after every run)."""

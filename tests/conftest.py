@@ -1,0 +1,123 @@
+"""Shared fixtures. The real default embedder is prepared once per test session (converted from
+the PyPI wheel by `hydra-rag rag setup`) under a session HYDRA_RAG_HOME, and its sidecar is
+shared by the tests and stopped at the end."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Prepared models survive between runs here (gitignored); CI starts without it.
+MODELS_HOME = Path(os.environ.get("HYDRA_RAG_TEST_HOME", REPO / ".test-home"))
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+            input: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the real command in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "hydra_rag", *args], capture_output=True, text=True,
+        env={**os.environ, **(env or {})}, cwd=cwd, input=input, timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="session")
+def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A HYDRA_RAG_HOME whose data folder has the default embedder installed."""
+    home = tmp_path_factory.mktemp("home")
+    models = MODELS_HOME / "data" / "models"
+    if not (models / "minilm-l6.q8_0.gguf").is_file():
+        proc = run_cli("rag", "setup", env={"HYDRA_RAG_HOME": str(MODELS_HOME)})
+        assert proc.returncode == 0, proc.stderr
+    (home / "data").mkdir()
+    (home / "data" / "models").symlink_to(models)
+    old = os.environ.get("HYDRA_RAG_HOME")
+    os.environ["HYDRA_RAG_HOME"] = str(home)
+    yield home
+    run_cli("sidecars", "stop", "--all")
+    if old is None:
+        os.environ.pop("HYDRA_RAG_HOME", None)
+    else:
+        os.environ["HYDRA_RAG_HOME"] = old
+
+
+@pytest.fixture
+def home(session_home: Path) -> Path:
+    """The session home (shared sidecar); use `isolated_home` to change catalogs or config."""
+    return session_home
+
+
+@pytest.fixture
+def isolated_home(session_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh HYDRA_RAG_HOME sharing only the installed models; its sidecars are stopped after."""
+    home = tmp_path / "iso-home"
+    (home / "data").mkdir(parents=True)
+    (home / "data" / "models").symlink_to((session_home / "data" / "models").resolve())
+    monkeypatch.setenv("HYDRA_RAG_HOME", str(home))
+    yield home
+    run_cli("sidecars", "stop", "--all", env={"HYDRA_RAG_HOME": str(home)})
+
+
+def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    """Create files (text or bytes) under root; returns root."""
+    for rel, content in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """A small mixed folder: code about auth tokens, prose about other things."""
+    return write_tree(tmp_path / "corpus", {
+        "src/auth.py": (
+            '"""Request authentication."""\n\n'
+            "API_HEADER = 'X-Api-Key'\n\n\n"
+            "def check_token(request):\n"
+            "    \"\"\"Reject requests whose API key header is missing or wrong.\"\"\"\n"
+            "    key = request.headers.get(API_HEADER)\n"
+            "    if key is None or key not in VALID_KEYS:\n"
+            "        raise PermissionError('invalid api key')\n"
+            "    return True\n"
+        ),
+        "src/billing.py": (
+            "def monthly_invoice(customer, usage):\n"
+            "    \"\"\"Sum the metered usage of a customer into one invoice total in cents.\"\"\"\n"
+            "    return sum(item.cents for item in usage if item.customer == customer)\n"
+        ),
+        "docs/gardening.md": (
+            "# Growing tomatoes\n\n"
+            "Tomatoes need full sun, at least six hours a day, and deep watering twice a week.\n"
+            "Stake the plants early so that the stems do not break under the weight of fruit.\n"
+        ),
+        "docs/history.md": (
+            "# The Roman aqueducts\n\n"
+            "Roman engineers built aqueducts to carry water into cities over long distances,\n"
+            "using a gentle downhill gradient and arches to cross valleys.\n"
+        ),
+        "README.md": "# Demo project\n\nA tiny corpus used by the hydra-rag tests.\n",
+    })
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("HYDRA_RAG_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow benchmark-data test: set HYDRA_RAG_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def copytree(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
