@@ -189,10 +189,7 @@ class _Run:
         """Rebuild files.json from the rows: stat unknown, so every file is re-checked."""
         files: dict[str, FileEntry] = {}
         for t in self.store.table_names():
-            tbl = self.store.table(t)
-            assert tbl is not None
-            rows = tbl.to_lance().to_table(columns=["id", "path"]).to_pylist()
-            for r in rows:
+            for r in self.store.scan(t, ["id", "path"]).to_pylist():
                 e = files.setdefault(r["path"], FileEntry(-1, -1, t))
                 e.chunks.append(r["id"])
         return files

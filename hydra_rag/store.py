@@ -246,8 +246,13 @@ class Store:
         tbl = self.table(name)
         if tbl is None:
             return Counter()
-        col = tbl.to_lance().to_table(columns=["id"]).column("id").to_pylist()
-        return Counter(col)
+        return Counter(self.scan(name, ["id"]).column("id").to_pylist())
+
+    def scan(self, name: str, columns: list[str]) -> Any:
+        """Some columns of every row, as an Arrow table."""
+        tbl = self.table(name)
+        assert tbl is not None
+        return tbl.search().select(columns).limit(None).to_arrow()
 
     def rows_for_paths(self, name: str, paths: list[str], columns: list[str]) -> list[dict[str, Any]]:
         tbl = self.table(name)

@@ -1,0 +1,200 @@
+"""End to end with the real embedder sidecar and real LanceDB: index, search, incremental
+updates, rebuilds, corruption, locking and crash recovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import copytree, run_cli, write_tree
+from hydra_rag import registry
+from hydra_rag.config import load_settings
+from hydra_rag.doctor import check_index
+from hydra_rag.errors import IndexLocked
+from hydra_rag.indexer import index_folder
+from hydra_rag.locks import file_lock
+from hydra_rag.retrieve import Searcher
+from hydra_rag.store import Store
+
+
+def _search(root: Path, q: str, k: int = 5):
+    return Searcher(root, load_settings()).search(q, k)
+
+
+def _ids(root: Path) -> dict[str, list[str]]:
+    store = Store(root)
+    return {t: sorted(store.id_counts(t).elements()) for t in ("code", "prose")}
+
+
+def test_index_and_search(home: Path, corpus: Path) -> None:
+    rep = index_folder(corpus, load_settings(), tags=["demo"])
+    assert rep.files_indexed == 5 and rep.chunks_added == 5
+    assert rep.chunks_total == {"code": 2, "prose": 3}
+    idx = corpus / ".hydra-index"
+    meta = yaml.safe_load((idx / "meta.yaml").read_text())
+    assert meta["tables"]["code"] == {"embedder": "minilm-l6", "dims": 384}
+    files = json.loads((idx / "files.json").read_text())["files"]
+    assert files["src/auth.py"]["kind"] == "code" and len(files["src/auth.py"]["chunks"]) == 1
+    assert registry.stores()[str(corpus)]["tags"] == ["demo"]
+    # Exact string: BM25 finds it.
+    hits = _search(corpus, "X-Api-Key")
+    assert hits[0].path == "src/auth.py" and "code.bm25" in hits[0].ranks
+    # Meaning: no shared words with the text, the vectors find it.
+    hits = _search(corpus, "how often should I water my vegetable garden")
+    assert hits[0].path == "docs/gardening.md"
+    assert hits[0].ranks.get("prose.vector") == 1
+    assert (hits[0].line_start, hits[0].line_end) == (1, 4)
+    # Every table's FTS index covers every row.
+    store = Store(corpus)
+    assert store.fts_unindexed("code") == 0 and store.fts_unindexed("prose") == 0
+    assert all(c.status == "ok" for c in check_index(corpus))
+
+
+def test_incremental_runs(home: Path, corpus: Path) -> None:
+    index_folder(corpus, load_settings())
+    again = index_folder(corpus, load_settings())
+    assert (again.files_indexed, again.files_unchanged, again.chunks_added) == (0, 5, 0)
+
+    (corpus / "docs/history.md").unlink()
+    (corpus / "src/billing.py").write_text(
+        "def monthly_invoice(customer, usage):\n    return 0  # refunds are handled in stripe\n")
+    (corpus / "notes.md").write_text("# Sourdough\n\nFeed the starter with flour and water daily.\n")
+    rep = index_folder(corpus, load_settings())
+    assert (rep.files_indexed, rep.files_removed, rep.files_unchanged) == (2, 1, 3)
+    assert rep.chunks_total == {"code": 2, "prose": 3}
+    assert _search(corpus, "sourdough starter")[0].path == "notes.md"
+    assert all(h.path != "docs/history.md" for h in _search(corpus, "Roman aqueducts", k=10))
+    assert _search(corpus, "stripe refunds")[0].path == "src/billing.py"
+    assert all(c.status == "ok" for c in check_index(corpus))
+
+
+def test_unchanged_chunks_reuse_their_vectors(home: Path, tmp_path: Path) -> None:
+    body = "".join(f"Paragraph {i}: the committee discussed budget item {i} at length.\n\n"
+                   for i in range(120))
+    root = write_tree(tmp_path / "c", {"minutes.md": body})
+    first = index_folder(root, load_settings())
+    assert first.chunks_added > 5
+    (root / "minutes.md").write_text(body + "Closing remark appended at the end.\n")
+    second = index_folder(root, load_settings())
+    assert second.chunks_reused >= first.chunks_added - 2
+    assert _ids(root)["prose"] == sorted(json.loads(
+        (root / ".hydra-index/files.json").read_text())["files"]["minutes.md"]["chunks"])
+
+
+def test_embedder_change_rebuilds(isolated_home: Path, corpus: Path) -> None:
+    index_folder(corpus, load_settings())
+    model = isolated_home / "data" / "models" / "minilm-l6.q8_0.gguf"
+    proc = run_cli("embedders", "add", "minilm-copy", str(model), "--dims", "384")
+    assert proc.returncode == 0, proc.stderr
+    rep = index_folder(corpus, load_settings(embedder="minilm-copy"))
+    assert rep.rebuilt and "minilm-l6" in rep.rebuild_reason and "minilm-copy" in rep.rebuild_reason
+    assert rep.files_indexed == 5
+    meta = yaml.safe_load((corpus / ".hydra-index/meta.yaml").read_text())
+    assert meta["tables"]["prose"]["embedder"] == "minilm-copy"
+
+
+def test_corrupt_files_json_is_rebuilt_without_re_embedding(home: Path, corpus: Path) -> None:
+    index_folder(corpus, load_settings())
+    before = _ids(corpus)
+    (corpus / ".hydra-index/files.json").write_text("{not json")
+    rep = index_folder(corpus, load_settings())
+    assert any("files.json" in r for r in rep.repaired)
+    assert rep.chunks_reused == 5 and rep.chunks_added == 0
+    assert _ids(corpus) == before
+
+
+def test_corrupt_meta_yaml_is_recovered_from_the_tables(home: Path, corpus: Path) -> None:
+    index_folder(corpus, load_settings())
+    (corpus / ".hydra-index/meta.yaml").write_text("tables: [unclosed\n")
+    rep = index_folder(corpus, load_settings())
+    assert not rep.rebuilt and any("meta.yaml" in r for r in rep.repaired)
+    assert rep.files_unchanged == 5
+    assert yaml.safe_load((corpus / ".hydra-index/meta.yaml").read_text())["tables"]
+
+
+def test_second_run_while_one_holds_the_lock(home: Path, corpus: Path) -> None:
+    (corpus / ".hydra-index").mkdir()
+    with file_lock(corpus / ".hydra-index/lock") as held:
+        assert held
+        with pytest.raises(IndexLocked, match="another `hydra-rag index`"):
+            index_folder(corpus, load_settings())
+        proc = run_cli("index", str(corpus))
+        assert proc.returncode == 1 and "another `hydra-rag index`" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_long_single_line_and_non_english_text(home: Path, tmp_path: Path) -> None:
+    minified = json.dumps({f"key{i}": f"value number {i}" for i in range(6000)})
+    cjk = "日本語のテキストはトークンが多くなります。" * 200 + "\n"
+    root = write_tree(tmp_path / "c", {"data.json": minified + "\n", "jp.md": cjk,
+                                       "cz.md": "Příliš žluťoučký kůň úpěl ďábelské ódy.\n"})
+    rep = index_folder(root, load_settings())
+    assert rep.files_indexed == 3 and rep.chunks_total["code"] > 10
+    from hydra_rag.embed import Tokenizer
+
+    tok = Tokenizer(str(home / "data/models/minilm-l6.q8_0.gguf"))
+    for t in ("code", "prose"):
+        rows = Store(root).table(t).to_arrow().column("text").to_pylist()
+        assert rows and max(tok.count(r) for r in rows) <= 511
+    assert _search(root, "value number 4242", k=3)
+
+
+def _kill_when(proc: subprocess.Popen[str], files_json: Path, min_files: int) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            n = len(json.loads(files_json.read_text())["files"])
+        except (OSError, ValueError, KeyError):
+            n = 0
+        if n >= min_files:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def test_kill_9_mid_run_is_repaired(home: Path, tmp_path: Path) -> None:
+    files = {f"doc{i:03}.md": f"# Note {i}\n\n" + "".join(
+        f"Line {j} of note {i} talks about topic {i * 7 + j}.\n" for j in range(30))
+        for i in range(80)}
+    root = write_tree(tmp_path / "c", files)
+    reference = copytree(root, tmp_path / "ref")
+    env = {**os.environ, "HYDRA_RAG_INDEX_BATCH": "16"}
+    for min_files in (8, 30):
+        proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "index", str(root)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                text=True)
+        _kill_when(proc, root / ".hydra-index/files.json", min_files)
+        assert proc.returncode == -signal.SIGKILL
+        assert (root / ".hydra-index/journal").exists()
+        # Edit a file between the crashes, as a user might.
+        (root / "doc001.md").write_text("# Note 1\n\nRewritten after the crash.\n")
+        (reference / "doc001.md").write_text("# Note 1\n\nRewritten after the crash.\n")
+    rep = index_folder(root, load_settings())
+    assert not (root / ".hydra-index/journal").exists()
+    assert all(c.status == "ok" for c in check_index(root)), check_index(root)
+    index_folder(reference, load_settings())
+    assert _ids(root) == _ids(reference)
+    assert rep.chunks_total == {"code": 0, "prose": len(_ids(reference)["prose"])}
+
+
+def test_interrupted_rows_without_files_json_are_orphans(home: Path, corpus: Path) -> None:
+    """Rows written by a run that died before recording them are removed by the next run."""
+    index_folder(corpus, load_settings())
+    store = Store(corpus)
+    row = store.table("prose").search().limit(1).to_list()[0]
+    row = {k: v for k, v in row.items() if not k.startswith("_")}
+    store.add("prose", [{**row, "id": "orphan-id"}, row])  # an orphan and a duplicate
+    (corpus / ".hydra-index/journal").touch()
+    rep = index_folder(corpus, load_settings())
+    assert any("1 orphan and 1 duplicate" in r for r in rep.repaired)
+    assert all(c.status == "ok" for c in check_index(corpus))
+    assert rep.chunks_total["prose"] == 3
