@@ -139,7 +139,7 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
     sources = tuple(
         _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
     )
-    emb = Embedder(**values, sources=sources, origin=origin)
+    emb = Embedder(**values, sources=sources, origin=origin)  # type: ignore[arg-type]
     if emb.dims <= 0:
         raise ConfigError(f"{where}: field 'dims' must be positive, got {emb.dims}")
     if emb.max_tokens < 8:

@@ -81,7 +81,11 @@ class _ProgressView:
         if self.live:
             if self.bar is None:
                 from rich.progress import (
-                    BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn,
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress,
+                    TextColumn,
+                    TimeRemainingColumn,
                 )
 
                 self.bar = Progress(
@@ -402,7 +406,10 @@ def sidecars_stop(
 def main() -> None:
     """Entry point: one red line per error (exit 1), usage errors exit 2, Ctrl-C exits 130."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        # Without standalone mode, click returns the code of `typer.Exit(n)` instead of exiting.
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except HydraError as exc:
         if _state["debug"]:
             raise
@@ -417,7 +424,7 @@ def main() -> None:
         err.print("interrupted")
         sys.exit(130)
     except typer.TyperException as exc:  # usage errors: message and exit 2
-        exc.show()
+        exc.show()  # type: ignore[attr-defined]
         sys.exit(exc.exit_code)
 
 if __name__ == "__main__":

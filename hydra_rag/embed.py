@@ -19,7 +19,6 @@ from hydra_rag.config import Settings
 from hydra_rag.errors import EmbedError
 from hydra_rag.sidecar import SidecarSpec, ensure, log_tail, read_record
 
-
 _QUIET: list[object] = []
 
 

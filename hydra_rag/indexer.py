@@ -23,6 +23,7 @@ from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store, new_meta
 from hydra_rag.walk import Candidate, Walker, WalkResult, read_text
 
+
 @dataclass
 class Progress:
     """One progress report: what stage, how far (files and bytes), and chunks embedded."""

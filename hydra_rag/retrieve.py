@@ -8,7 +8,7 @@ beat one ranked 1st by only one of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ class Hit:
     id: str = ""
 
 
-def rrf(lists: dict[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
+def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
     """Fuse ranked id lists: (id, score, {list: 1-based rank}) best first; ties by id."""
     scores: dict[str, float] = {}
     ranks: dict[str, dict[str, int]] = {}

@@ -62,7 +62,7 @@ def main() -> None:
     lock = threading.Lock()
 
     @app.middleware("http")
-    async def _activity(request, call_next):  # type: ignore[no-untyped-def]
+    async def _activity(request, call_next):
         with lock:
             state["busy"] += 1
             state["last"] = time.monotonic()

@@ -1,0 +1,33 @@
+# Two targets matter: `make demo` (install everything, prepare the default models, run the main
+# job on this repository) and `make test` (the whole test suite; what .ci/run runs).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test install lint bench clean
+
+$(BIN)/hydra-rag: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# llama-cpp-python compiles llama.cpp from source here (about 5 minutes on 2 cores).
+	$(BIN)/pip install --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+install: $(BIN)/hydra-rag
+
+demo: install
+	$(BIN)/hydra-rag rag setup
+	$(BIN)/hydra-rag index .
+	$(BIN)/hydra-rag search "how does a sidecar pick its port" -k 5
+
+lint: install
+	$(BIN)/ruff check hydra_rag tests bench
+	$(BIN)/mypy hydra_rag
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python bench/index_throughput.py
+
+clean:
+	rm -rf $(VENV) .test-home .hydra-index bench/.work
