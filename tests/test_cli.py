@@ -197,3 +197,31 @@ def test_rag_setup_falls_through_an_unreachable_source(isolated_home: Path) -> N
     assert "cannot download http://127.0.0.1:9/none.gguf" in proc.stderr
     assert "trying the next source" in proc.stderr
     assert (isolated_home / "data/models/fallthrough.gguf").stat().st_size > 20_000_000
+
+
+def test_catalog_example_is_valid() -> None:
+    from hydra_rag.catalog import _load_file
+
+    path = Path(__file__).parent.parent / "catalog.example.yaml"
+    entries = _load_file(path.read_text(), str(path))
+    assert [e.id for e in entries] == ["minilm-l6", "my-embedder", "downloaded-embedder",
+                                       "team-embedder"]
+    assert entries[0].sources[0].convert == "bert-q8_0"
+
+
+def test_docker_compose_matches_the_catalog() -> None:
+    import yaml
+
+    from hydra_rag.catalog import load_embedders
+
+    compose = yaml.safe_load((Path(__file__).parent.parent / "docker/compose.yaml").read_text())
+    svc = compose["services"]["embedder"]
+    emb = load_embedders()["minilm-l6"]
+    assert svc["ports"] == [f"127.0.0.1:{emb.port}:8080"]
+    assert all(v.endswith(":ro") for v in svc["volumes"])
+    cmd = svc["command"]
+    assert cmd[cmd.index("--model") + 1] == f"/models/{emb.file}"
+    assert cmd[cmd.index("--alias") + 1] == emb.id
+    assert cmd[cmd.index("--pooling") + 1] == emb.pooling
+    assert cmd[cmd.index("--ctx-size") + 1] == str(emb.max_tokens)
+    assert "--embedding" in cmd
