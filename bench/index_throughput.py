@@ -43,6 +43,11 @@ def fetch_sdist(spec: str) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         with tarfile.open(tars[-1]) as tf:
             tf.extractall(out, filter="data")
+    if not (folder / ".git").exists():
+        # Its own repository: otherwise this checkout's .gitignore (bench/.work/) hides it,
+        # and `git ls-files` below needs one anyway.
+        sh("git", "init", "-q", cwd=folder)
+        sh("git", "add", "-A", cwd=folder)
     return folder
 
 
@@ -117,6 +122,8 @@ def main() -> None:
     print(f"corpus: {root.name} ({n_files} files), {os.cpu_count()} cores")
 
     texts = pipeline_chunks(root, model)
+    if not texts:
+        raise SystemExit(f"no chunks in {root}")
     raw_s, tokens = raw_llama(model, texts)
     print(f"raw llama.cpp in-process: {len(texts)} chunks, {tokens} tokens in {raw_s:.1f}s = "
           f"{len(texts) / raw_s:.1f} chunks/s, {tokens / raw_s:.0f} tokens/s")
@@ -144,9 +151,6 @@ def main() -> None:
         w, s, _ = run_index(root)
         assert s["files_indexed"] == 0 and s["chunks_added"] == 0
         noop.append(w)
-    if not (root / ".git").exists():
-        sh("git", "init", "-q", cwd=root)
-        sh("git", "add", "-A", cwd=root)
     git_s = median_time(["git", "ls-files"], root)
     noop_s = statistics.median(noop)
     print(f"no-op re-index: {noop_s * 1000:.0f} ms (median of 5, whole process); "

@@ -5,23 +5,27 @@ crash-safely. The library never prints: progress goes through a callback.
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hydra_rag import registry
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.chunk import CHUNKER_VERSION, chunk_text
 from hydra_rag.classify import classify
 from hydra_rag.config import Settings
-from hydra_rag.embed import EmbedClient, connect
 from hydra_rag.errors import HydraError, IndexError_, IndexLocked
 from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store, new_meta
 from hydra_rag.walk import Candidate, Walker, WalkResult, read_text
+
+if TYPE_CHECKING:
+    from hydra_rag.embed import EmbedClient
 
 
 @dataclass
@@ -109,6 +113,43 @@ def dry_run(root: Path, include: list[str] | None = None,
     return DryRunReport(str(root), files, skipped)
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """A file read and chunked, ready to embed; `kind` None means skipped for `skip`."""
+
+    cand: Candidate
+    kind: str | None
+    rows: list[dict[str, Any]]
+    skip: str = ""
+
+
+_T = TypeVar("_T")
+
+
+def _read_ahead(items: Iterator[_T], depth: int = 2) -> Iterator[_T]:
+    """Run a generator in a thread, `depth` items ahead, so reading and chunking the next
+    batch overlaps with embedding this one (the HTTP wait releases the GIL)."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    end = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                q.put(item)
+            q.put(end)
+        except BaseException as exc:  # handed to the consumer, raised there
+            q.put(exc)
+
+    threading.Thread(target=produce, daemon=True, name="hydra-read-ahead").start()
+    while True:
+        item = q.get()
+        if item is end:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
 class _Run:
     """State of one index run over one folder (holding its lock)."""
 
@@ -125,6 +166,8 @@ class _Run:
         self.files: dict[str, FileEntry] = {}
 
     def client(self, table: str) -> EmbedClient:
+        from hydra_rag.embed import connect
+
         emb = self.embedders[table]
         if emb.id not in self.clients:
             self.clients[emb.id] = connect(
@@ -272,68 +315,63 @@ class _Run:
         bytes_total = sum(c.size for c in changed)
         done = Progress("embed", files_total=len(changed), bytes_total=bytes_total)
         self.progress(done)
-        batch: list[tuple[Candidate, str, list[dict[str, Any]]]] = []
-        pending = 0
-        for cand in changed:
-            prepared = self._prepare(cand, files, skipped)
-            done.files_done += 1
-            done.bytes_done += cand.size
-            if prepared is None:
-                self.progress(done)
-                continue
-            batch.append(prepared)
-            pending += len(prepared[2])
-            # Batches of ~512 chunks: big appends for LanceDB (many tiny appends make a slow
-            # table), small enough that an interrupted run keeps most of its work.
-            if pending >= self.settings.index_batch:
-                touched |= self._flush(batch, files, start_files, done)
-                batch, pending = [], 0
-        if batch:
-            touched |= self._flush(batch, files, start_files, done)
+        for t in TABLES:
+            self.client(t)  # start sidecars here, not from the reader thread
+        for batch in _read_ahead(self._batches(changed)):
+            touched |= self._flush(batch, files, start_files, skipped)
+            done.files_done += len(batch)
+            done.bytes_done += sum(p.cand.size for p in batch)
+            done.chunks_done = report.chunks_added
+            self.progress(done)
         report.files_skipped = dict(skipped)
         self.progress(Progress("finish", message="updating the full-text index"))
         for t in touched:
             store.refresh(t)
 
-    def _prepare(self, cand: Candidate, files: dict[str, FileEntry], skipped: Counter[str]
-                 ) -> tuple[Candidate, str, list[dict[str, Any]]] | None:
-        """Read, classify and chunk one file; None if it is skipped for its content."""
-        path = self.root / cand.rel
-        text, why = read_text(path, cand.size)
+    def _batches(self, changed: list[Candidate]) -> Iterator[list[_Prepared]]:
+        """Read and chunk files into batches of about `index_batch` chunks: big appends for
+        LanceDB (many tiny appends make a slow table), small enough that an interrupted run
+        keeps most of its work."""
+        batch: list[_Prepared] = []
+        pending = 0
+        for cand in changed:
+            prepared = self._prepare(cand)
+            batch.append(prepared)
+            pending += len(prepared.rows)
+            if pending >= self.settings.index_batch:
+                yield batch
+                batch, pending = [], 0
+        if batch:
+            yield batch
+
+    def _prepare(self, cand: Candidate) -> _Prepared:
+        """Read, classify and chunk one file (no index state is touched: runs in a thread)."""
+        text, why = read_text(self.root / cand.rel, cand.size)
         if text is None:
-            skipped[why] += 1
-            old = files.get(cand.rel)
-            if why in ("binary", "not_utf8", "empty", "too_large"):
-                # Remember it, so an unchanged file is not read again next time; its old
-                # chunks (if it used to be text) are dropped with the flush below.
-                files[cand.rel] = FileEntry(cand.size, cand.mtime_ns, None, [], why)
-                if old and old.chunks and old.kind:
-                    self.store.delete_ids(old.kind, old.chunks)
-                    self.report.chunks_removed += len(old.chunks)
-                if old and old.chunks:
-                    self.store.write_files(files)
-            return None
+            return _Prepared(cand, None, [], why)
         kind = classify(cand.rel, text[:200])
-        client = self.client(kind)
+        fits = self.clients[self.embedders[kind].id].fits
         rows = []
-        for ch in chunk_text(text, fits=client.fits):
+        for ch in chunk_text(text, fits=fits):
             rows.append({
                 "id": chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text),
                 "path": cand.rel, "kind": kind,
                 "line_start": ch.line_start, "line_end": ch.line_end,
                 "hash": text_hash(ch.text), "text": ch.text,
             })
-        return cand, kind, rows
+        return _Prepared(cand, kind, rows)
 
-    def _flush(self, batch: list[tuple[Candidate, str, list[dict[str, Any]]]],
-               files: dict[str, FileEntry], start_files: dict[str, FileEntry],
-               done: Progress) -> set[str]:
+    def _flush(self, batch: list[_Prepared], files: dict[str, FileEntry],
+               start_files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
         """Embed a batch of files, add their rows, then drop their old rows, then record them.
         This order is what makes an interruption repairable (see `_repair`)."""
         store, report = self.store, self.report
         touched: set[str] = set()
+        for p in batch:
+            if p.kind is None:
+                touched |= self._skip(p, files, skipped)
         for t in TABLES:
-            items = [(c, rows) for c, k, rows in batch if k == t]
+            items = [(p.cand, p.rows) for p in batch if p.kind == t]
             if not items:
                 continue
             touched.add(t)
@@ -353,9 +391,10 @@ class _Run:
                 if "vector" not in r:
                     r["vector"] = reused[r["hash"]]
             report.chunks_reused += len(all_rows) - len(need)
-            # A chunk id already stored (the same file indexed again with identical chunk)
+            # A chunk id already stored in this table (an identical chunk at the same place)
             # must not be added twice.
-            old_ids = {c for cand, _ in items for c in files.get(cand.rel, FileEntry(0, 0, t)).chunks}
+            old_ids = {c for cand, _ in items
+                       if (e := files.get(cand.rel)) is not None and e.kind == t for c in e.chunks}
             new_rows = [r for r in all_rows if r["id"] not in old_ids]
             store.add(t, new_rows)
             new_ids = {r["id"] for r in all_rows}
@@ -363,8 +402,7 @@ class _Run:
             store.delete_ids(t, stale)
             report.chunks_added += len(new_rows)
             report.chunks_removed += len(stale)
-            done.chunks_done += len(need)
-        for cand, kind, rows in batch:
+        for cand, kind, rows in ((p.cand, p.kind, p.rows) for p in batch if p.kind):
             old = files.get(cand.rel)
             if old is not None and old.kind and old.kind != kind and old.chunks:
                 store.delete_ids(old.kind, old.chunks)  # the file changed tables
@@ -372,8 +410,20 @@ class _Run:
             files[cand.rel] = FileEntry(cand.size, cand.mtime_ns, kind, [r["id"] for r in rows])
             report.files_indexed += 1
         store.write_files(files)
-        self.progress(done)
         return touched
+
+    def _skip(self, p: _Prepared, files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
+        """A file skipped for its content: count it, drop its old chunks, remember it so an
+        unchanged file is not read again next time."""
+        skipped[p.skip] += 1
+        old = files.pop(p.cand.rel, None)
+        if p.skip in ("binary", "not_utf8", "empty", "too_large"):
+            files[p.cand.rel] = FileEntry(p.cand.size, p.cand.mtime_ns, None, [], p.skip)
+        if old and old.chunks and old.kind:
+            self.store.delete_ids(old.kind, old.chunks)
+            self.report.chunks_removed += len(old.chunks)
+            return {old.kind}
+        return set()
 
 
 def index_folder(

