@@ -10,6 +10,7 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pathspec
@@ -68,10 +69,45 @@ _SECRETS = [
     ".docker/config.json", "*.tfstate", "*.tfstate.*", "known_hosts", "authorized_keys",
 ]
 # Examples and templates of secrets files hold no secrets and are worth indexing.
-_SECRET_OK = ["!.env.example", "!.env.sample", "!.env.template", "!*.env.example"]
+_SECRET_OK = [".env.example", ".env.sample", ".env.template", "*.env.example"]
 
-BLACKLIST = pathspec.GitIgnoreSpec.from_lines(_BLACKLIST_DIRS + _BLACKLIST_FILES)
-SECRETS = pathspec.GitIgnoreSpec.from_lines(_SECRETS + _SECRET_OK)
+
+class _NameRules:
+    """Fixed rules, gitignore-style: a pattern without a slash matches a base name at any
+    depth. Sets and suffix tuples cost a fraction of running ~200 regexes on every path."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        exact, suffixes, prefixes = set(), [], []
+        self.globs: list[str] = []
+        self.paths: list[str] = []
+        for p in (p.rstrip("/") for p in patterns):
+            wild = [i for i, ch in enumerate(p) if ch in "*?["]
+            if "/" in p:
+                self.paths.append(p)
+            elif not wild:
+                exact.add(p)
+            elif wild == [0]:
+                suffixes.append(p[1:])
+            elif wild == [len(p) - 1] and p[-1] == "*":
+                prefixes.append(p[:-1])
+            else:
+                self.globs.append(p)
+        self.exact = exact
+        self.suffixes = tuple(suffixes)
+        self.prefixes = tuple(prefixes)
+
+    def match(self, rel: str, name: str) -> bool:
+        if name in self.exact or name.endswith(self.suffixes) or name.startswith(self.prefixes):
+            return True
+        if self.globs and any(fnmatchcase(name, g) for g in self.globs):
+            return True
+        return any(rel == p or rel.endswith("/" + p) for p in self.paths)
+
+
+BLACKLIST_DIRS = _NameRules(_BLACKLIST_DIRS)
+BLACKLIST_FILES = _NameRules(_BLACKLIST_FILES)
+SECRETS = _NameRules(_SECRETS)
+SECRETS_OK = _NameRules(_SECRET_OK)
 
 
 @dataclass(frozen=True)
@@ -238,9 +274,10 @@ class Walker:
 
     def _rule(self, layers: list[_Layer], rel: str, is_dir: bool) -> str:
         """The reason this path is left out, or "" to keep it (before --include)."""
-        if BLACKLIST.match_file(rel + "/" if is_dir else rel):
+        name = rel.rsplit("/", 1)[-1]
+        if (BLACKLIST_DIRS if is_dir else BLACKLIST_FILES).match(rel, name):
             return "blacklisted"
-        if not is_dir and SECRETS.match_file(rel):
+        if not is_dir and SECRETS.match(rel, name) and not SECRETS_OK.match(rel, name):
             return "secret"
         if self.exclude is not None and self.exclude.match_file(rel + "/" if is_dir else rel):
             return "excluded"

@@ -152,3 +152,27 @@ def test_read_text_content_checks(tmp_path: Path) -> None:
     f.write_bytes("\ufeffwith bom\n".encode())
     assert read_text(f, 10) == ("with bom\n", "")
     assert read_text(tmp_path / "missing", 1) == (None, "vanished")
+
+
+@pytest.mark.parametrize(
+    ("rel", "is_dir", "reason"),
+    [
+        ("pkg/thing.egg-info", True, "blacklisted"),
+        ("ruby/vendor/bundle", True, "blacklisted"),
+        ("vendor", True, ""),
+        ("a/b/node_modules", True, "blacklisted"),
+        ("lib/libfoo.so.1.2", False, "blacklisted"),
+        ("static/app.min.js", False, "blacklisted"),
+        ("Cargo.lock", False, "blacklisted"),
+        ("home/.docker/config.json", False, "secret"),
+        ("gcp/my-credentials-prod.json", False, "secret"),
+        ("deploy/id_ed25519.pub", False, "secret"),
+        ("config/.env.local", False, "secret"),
+        ("config/.env.example", False, ""),
+        ("infra/terraform.tfstate.backup", False, "secret"),
+        ("docs/env.md", False, ""),
+        ("src/keys.py", False, ""),
+    ],
+)
+def test_builtin_rules(tmp_path: Path, rel: str, is_dir: bool, reason: str) -> None:
+    assert Walker(tmp_path)._rule([], rel, is_dir) == reason
