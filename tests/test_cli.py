@@ -155,7 +155,7 @@ def test_sidecars_list_and_stop(isolated_home: Path, corpus: Path) -> None:
 )
 def test_bad_user_catalog_is_reported_precisely(isolated_home: Path, yaml_text: str,
                                                 message: str) -> None:
-    path = isolated_home / "config" / "embedders.yaml"
+    path = isolated_home / "config" / "catalog.yaml"
     path.parent.mkdir(parents=True)
     path.write_text(yaml_text)
     proc = run_cli("embedders", "list")
@@ -177,7 +177,7 @@ def test_embedders_add_validates_the_file(isolated_home: Path, tmp_path: Path) -
 
 
 def test_rag_setup_falls_through_an_unreachable_source(isolated_home: Path) -> None:
-    cfg = isolated_home / "config" / "embedders.yaml"
+    cfg = isolated_home / "config" / "catalog.yaml"
     cfg.parent.mkdir(parents=True)
     cfg.write_text(
         "embedders:\n"
@@ -203,10 +203,10 @@ def test_rag_setup_falls_through_an_unreachable_source(isolated_home: Path) -> N
 
 
 def test_catalog_example_is_valid() -> None:
-    from hydra_rag.catalog import _load_file
+    from hydra_rag.catalog import parse_catalog
 
     path = Path(__file__).parent.parent / "catalog.example.yaml"
-    entries = _load_file(path.read_text(), str(path))
+    entries = list(parse_catalog(path.read_text(), str(path)).embedders.values())
     assert [e.id for e in entries] == ["minilm-l6", "my-embedder", "downloaded-embedder",
                                        "team-embedder"]
     assert entries[0].sources[0].convert == "bert-q8_0"
