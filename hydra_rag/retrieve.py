@@ -38,6 +38,7 @@ class Hit:
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     id: str = ""
+    similarity: float | None = None  # cosine similarity to the query, when a vector list had it
 
 
 def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
@@ -67,60 +68,89 @@ _COLUMNS = ["id", "path", "kind", "line_start", "line_end", "text"]
 
 
 class Searcher:
-    """Searches one indexed folder; keeps the embedding client between queries."""
+    """Searches one or more indexed folders; keeps embedding clients between queries.
 
-    def __init__(self, root: Path, settings: Settings) -> None:
-        self.root = root
-        self.store = Store(root)
+    With several folders, each list (code vectors, code BM25, prose vectors, prose BM25) is
+    merged across folders by its raw score before fusion, so the best chunk wins wherever it
+    lives: vector similarities from the same embedder are directly comparable, and BM25 scores
+    are treated as roughly so. (Federation proper, with a registry, is a later issue.)
+    """
+
+    def __init__(self, roots: Path | Sequence[Path], settings: Settings) -> None:
+        self.roots = [roots] if isinstance(roots, Path) else list(roots)
         self.settings = settings
-        meta = self.store.read_meta()
-        if not meta:
-            raise HydraError(f"{root} has no index — run `hydra-rag index {root}`")
-        self.tables = {t: v for t, v in meta.get("tables", {}).items() if t in TABLES}
+        self.stores: list[tuple[Store, dict[str, Any]]] = []
+        for root in self.roots:
+            store = Store(root)
+            meta = store.read_meta()
+            if not meta:
+                raise HydraError(f"{root} has no index — run `hydra-rag index {root}`")
+            tables = {t: v for t, v in meta.get("tables", {}).items() if t in TABLES}
+            self.stores.append((store, tables))
         self._clients: dict[str, EmbedClient] = {}
+
+    @property
+    def root(self) -> Path:
+        return self.roots[0]
 
     def _client(self, embedder_id: str) -> EmbedClient:
         if embedder_id not in self._clients:
             self._clients[embedder_id] = connect(get_embedder(embedder_id), self.settings)
         return self._clients[embedder_id]
 
+    def _lists(self, query: str, tables: Sequence[str], candidates: int, tag: str,
+               lists: dict[str, list[tuple[str, float]]], rows: dict[str, dict[str, Any]]) -> None:
+        vectors: dict[str, Any] = {}
+        for store, meta_tables in self.stores:
+            for t in tables:
+                tbl = store.table(t)
+                if tbl is None or t not in meta_tables or tbl.count_rows() == 0:
+                    continue
+                eid = meta_tables[t]["embedder"]
+                if eid not in vectors:
+                    vectors[eid] = self._client(eid).embed_query(query)
+                vec_hits = (
+                    tbl.search(vectors[eid], query_type="vector", vector_column_name="vector")
+                    .distance_type("dot").limit(candidates)
+                    .select([*_COLUMNS, "_distance"]).to_list()
+                )
+                try:
+                    fts_hits = (
+                        tbl.search(query, query_type="fts").limit(candidates)
+                        .select([*_COLUMNS, "_score"]).to_list()
+                    )
+                except Exception:  # a query the FTS parser rejects still gets vector results
+                    fts_hits = []
+                for name, hits, score in ((f"{t}.vector{tag}", vec_hits, "_distance"),
+                                          (f"{t}.bm25{tag}", fts_hits, "_score")):
+                    out = lists.setdefault(name, [])
+                    for h in hits:
+                        key = f"{store.root}\0{h['id']}"
+                        # dot distance is 1 - cosine for unit vectors: similarity = 1 - d
+                        raw = 1.0 - h[score] if score == "_distance" else float(h[score])
+                        out.append((key, raw))
+                        r = rows.setdefault(key, {**h, "store": str(store.root)})
+                        if score == "_distance":
+                            r["similarity"] = max(r.get("similarity", -1.0), raw)
+
     def search(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
-               candidates: int = CANDIDATES) -> list[Hit]:
-        """Top-k hits for `query` from the chosen tables, fused over all lists."""
+               candidates: int = CANDIDATES, also: str | None = None) -> list[Hit]:
+        """Top-k hits for `query` from the chosen tables, fused over all lists. `also` adds
+        the lists of a second query (a follow-up question together with the one before it)."""
         query = query.strip()
         if not query:
             raise HydraError("the query is empty")
-        lists: dict[str, list[str]] = {}
+        lists: dict[str, list[tuple[str, float]]] = {}
         rows: dict[str, dict[str, Any]] = {}
-        vectors: dict[str, Any] = {}
-        for t in tables:
-            tbl = self.store.table(t)
-            if tbl is None or t not in self.tables or tbl.count_rows() == 0:
-                continue
-            eid = self.tables[t]["embedder"]
-            if eid not in vectors:
-                vectors[eid] = self._client(eid).embed_query(query)
-            vec_hits = (
-                tbl.search(vectors[eid], query_type="vector", vector_column_name="vector")
-                .distance_type("dot").limit(candidates)
-                .select([*_COLUMNS, "_distance"]).to_list()
-            )
-            lists[f"{t}.vector"] = [h["id"] for h in vec_hits]
-            for h in vec_hits:
-                rows[h["id"]] = h
-            try:
-                fts_hits = (
-                    tbl.search(query, query_type="fts").limit(candidates)
-                    .select([*_COLUMNS, "_score"]).to_list()
-                )
-            except Exception:  # a query the FTS parser rejects still gets vector results
-                fts_hits = []
-            lists[f"{t}.bm25"] = [h["id"] for h in fts_hits]
-            for h in fts_hits:
-                rows.setdefault(h["id"], h)
+        self._lists(query, tables, candidates, "", lists, rows)
+        if also and also.strip() and also.strip() != query:
+            self._lists(also.strip(), tables, candidates, "+context", lists, rows)
+        ranked = {name: [key for key, _ in sorted(items, key=lambda kv: -kv[1])][:candidates]
+                  for name, items in lists.items()}
         hits = []
-        for doc, score, ranks in rrf(lists)[:k]:
-            r = rows[doc]
-            hits.append(Hit(str(self.root), r["path"], r["kind"], int(r["line_start"]),
-                            int(r["line_end"]), r["text"], score, ranks, doc))
+        for key, score, ranks in rrf(ranked)[:k]:
+            r = rows[key]
+            hits.append(Hit(r["store"], r["path"], r["kind"], int(r["line_start"]),
+                            int(r["line_end"]), r["text"], score, ranks, r["id"],
+                            r.get("similarity")))
         return hits

@@ -36,6 +36,7 @@ class SidecarSpec:
     n_batch: int = 512
     threads: int = 0
     idle_seconds: float = 900.0
+    chat_format: str = ""
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,8 @@ def _start(spec: SidecarSpec, timeout: float) -> SidecarRecord:
             "--threads", str(spec.threads), "--n-ctx", str(spec.n_ctx),
             "--n-batch", str(spec.n_batch), "--record", str(_record_path(spec.id)),
         ]
+        if spec.chat_format and spec.chat_format != "gguf":
+            cmd += ["--chat-format", spec.chat_format]
         with log.open("w") as logf:
             proc = subprocess.Popen(
                 cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -226,6 +229,11 @@ def _start(spec: SidecarSpec, timeout: float) -> SidecarRecord:
         f"no free port for {spec.id!r} in {lo}-{hi} (taken: {', '.join(map(str, tried))});"
         " stop something with `hydra-rag sidecars stop --all`"
     )
+
+
+def touch(rec: SidecarRecord) -> bool:
+    """A cheap request that counts as activity, so an open chat keeps its sidecars warm."""
+    return health(rec.port, rec.id, timeout=5.0)
 
 
 def status(rec: SidecarRecord) -> str:

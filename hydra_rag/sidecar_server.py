@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--n-ctx", type=int, default=512)
     ap.add_argument("--n-batch", type=int, default=512)
+    ap.add_argument("--chat-format", default="")
     ap.add_argument("--record", default="", help="record file to remove on idle exit")
     args = ap.parse_args()
 
@@ -53,6 +54,7 @@ def main() -> None:
         n_threads_batch=threads,
         # Flash attention: 1.6x the embedding rate of plain attention on CPU.
         flash_attn=True,
+        chat_format=args.chat_format or None,
         verbose=False,
     )
     server = ServerSettings(host="127.0.0.1", port=args.port)

@@ -29,11 +29,14 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
 
 @pytest.fixture(scope="session")
 def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A HYDRA_RAG_HOME whose data folder has the default embedder installed."""
+    """A HYDRA_RAG_HOME whose data folder has the default embedder and chat model."""
     home = tmp_path_factory.mktemp("home")
     models = MODELS_HOME / "data" / "models"
     if not (models / "minilm-l6.q8_0.gguf").is_file():
         proc = run_cli("rag", "setup", env={"HYDRA_RAG_HOME": str(MODELS_HOME)})
+        assert proc.returncode == 0, proc.stderr
+    if not (models / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file():
+        proc = run_cli("models", "pull", "smollm2-135m", env={"HYDRA_RAG_HOME": str(MODELS_HOME)})
         assert proc.returncode == 0, proc.stderr
     (home / "data").mkdir()
     (home / "data" / "models").symlink_to(models)

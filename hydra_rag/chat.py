@@ -1,0 +1,238 @@
+"""Answering: retrieve on every turn, build the prompt, stream from the chat-model sidecar,
+list the sources and check the citations; sessions keep the user's own words."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra_rag import sessions
+from hydra_rag.catalog import CHAT_PORTS, ChatModel
+from hydra_rag.citations import CitationReport, check_citations
+from hydra_rag.config import Settings
+from hydra_rag.errors import HydraError, SidecarError
+from hydra_rag.prompt import Prompt, Source, Turn, build_prompt
+from hydra_rag.sidecar import SidecarRecord, SidecarSpec, ensure, log_tail, read_record, touch
+
+# Below this cosine similarity (all-MiniLM-L6-v2) and with no keyword hit, a passage is not
+# treated as relevant: the model is not asked to answer from passages that do not bear on it.
+MIN_SIMILARITY = 0.2
+# Tokens kept free beyond the answer's max_tokens, for template tokens the count misses.
+MARGIN = 32
+KEEPALIVE_SECONDS = 60.0
+
+
+def connect_chat(model: ChatModel, settings: Settings) -> SidecarRecord:
+    """A healthy sidecar serving `model`."""
+    path = model.model_path()
+    if path is None:
+        raise HydraError(f"model {model.id!r} is served from {model.url}; not supported for chat yet")
+    if not path.is_file():
+        raise HydraError(f"model {model.id!r} is not installed — run `hydra-rag models pull {model.id}`")
+    spec = SidecarSpec(
+        id=model.id, role="chat", model_path=str(path), port=model.port,
+        port_range=(CHAT_PORTS.start, CHAT_PORTS.stop - 1), n_ctx=model.context, n_batch=512,
+        threads=settings.threads, idle_seconds=settings.sidecar_idle_minutes * 60,
+        chat_format=model.chat_format,
+    )
+    return ensure(spec, timeout=settings.sidecar_start_timeout)
+
+
+def stream_chat(rec: SidecarRecord, messages: list[dict[str, str]], params: dict[str, Any],
+                on_token: Callable[[str], None]) -> tuple[str, str]:
+    """Stream a chat completion; returns (text, finish_reason). Ctrl-C stops it cleanly."""
+    conn = http.client.HTTPConnection("127.0.0.1", rec.port, timeout=600)
+    body = json.dumps({"model": rec.id, "messages": messages, "stream": True, **params})
+    try:
+        conn.request("POST", "/v1/chat/completions", body=body,
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            detail = resp.read()[:400].decode(errors="replace")
+            raise SidecarError(f"chat model {rec.id!r} answered HTTP {resp.status}: {detail}")
+        parts: list[str] = []
+        finish = ""
+        for raw in resp:
+            line = raw.decode("utf-8", errors="replace").strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            try:
+                choice = json.loads(data)["choices"][0]
+            except (ValueError, KeyError, IndexError):
+                continue
+            piece = (choice.get("delta") or {}).get("content") or ""
+            if piece:
+                parts.append(piece)
+                on_token(piece)
+            finish = choice.get("finish_reason") or finish
+        return "".join(parts), finish
+    except (OSError, http.client.HTTPException) as exc:
+        raise SidecarError(f"chat model {rec.id!r} stopped answering ({exc}); "
+                           f"log {rec.log}:\n{log_tail(Path(rec.log))}") from None
+    finally:
+        conn.close()
+
+
+@dataclass
+class TurnResult:
+    """Everything about one turn (what `ask --json` prints)."""
+
+    question: str
+    answer: str
+    sources: list[Source]
+    citations: CitationReport
+    retrieval: dict[str, Any]
+    usage: dict[str, int]
+    prompt: Prompt | None = None
+    no_context: bool = False
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "sources": [{"n": s.n, "store": s.store, "path": s.path, "line_start": s.line_start,
+                         "line_end": s.line_end} for s in self.sources],
+            "citations": self.citations.to_json(),
+            "retrieval": self.retrieval,
+            "usage": self.usage,
+            "no_context": self.no_context,
+        }
+
+
+class Chat:
+    """A conversation with one model over zero or more indexed folders."""
+
+    def __init__(self, model: ChatModel, roots: list[Path], settings: Settings, *,
+                 session: str | None = None, new: bool = False, system: str | None = None,
+                 params: dict[str, Any] | None = None, top_k: int = 5, use_rag: bool = True,
+                 save: bool = True) -> None:
+        from hydra_rag.embed import Tokenizer
+
+        self.model = model
+        self.roots = roots
+        self.settings = settings
+        self.system = system
+        self.params = {**model.params, **(params or {})}
+        self.top_k = top_k
+        self.use_rag = use_rag and bool(roots)
+        self.save_enabled = save
+        self.searcher: Any = None
+        if roots:
+            from hydra_rag.retrieve import Searcher
+
+            self.searcher = Searcher(roots, settings)
+        self.sidecar = connect_chat(model, settings)
+        path = model.model_path()
+        assert path is not None
+        self.tokenizer = Tokenizer(str(path))
+        self.name = session or sessions.default_name(model.id, roots)
+        doc = None if new else sessions.load(self.name)
+        self.doc: dict[str, Any] = doc or {
+            "name": self.name, "model": model.id, "stores": [str(r) for r in roots],
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "turns": []}
+        self.last: TurnResult | None = None
+        self._stop = threading.Event()
+        threading.Thread(target=self._keepalive, daemon=True, name="hydra-keepalive").start()
+
+    def _keepalive(self) -> None:
+        """An open chat keeps its sidecars warm: no cold start because the user paused."""
+        while not self._stop.wait(KEEPALIVE_SECONDS):
+            ids = [self.model.id] + ([c for c in self.searcher._clients] if self.searcher else [])
+            for sid in ids:
+                rec = read_record(sid)
+                if rec is not None:
+                    touch(rec)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    @property
+    def history(self) -> list[Turn]:
+        return [Turn(t["user"], t["answer"]) for t in self.doc["turns"] if t.get("answer")]
+
+    def reset(self) -> None:
+        self.doc["turns"] = []
+        self.last = None
+
+    def budget(self) -> int:
+        max_tokens = int(self.params.get("max_tokens", 512))
+        return self.model.context - max_tokens - MARGIN
+
+    def retrieve(self, question: str) -> tuple[list[Source], dict[str, Any], bool]:
+        """Sources for a question, best first; a follow-up also searches with the turn before."""
+        assert self.searcher is not None
+        previous = self.history[-1].user if self.history else None
+        also = f"{previous} {question}" if previous else None
+        hits = self.searcher.search(question, self.top_k, also=also)
+        relevant = [h for h in hits
+                    if any(".bm25" in name for name in h.ranks)
+                    or (h.similarity is not None and h.similarity >= MIN_SIMILARITY)]
+        sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text)
+                   for i, h in enumerate(relevant, start=1)]
+        info = {"query": question, "also": also, "hits": [
+            {"store": h.store, "path": h.path, "line_start": h.line_start,
+             "line_end": h.line_end, "score": round(h.score, 6), "ranks": h.ranks,
+             "similarity": None if h.similarity is None else round(h.similarity, 4)}
+            for h in hits]}
+        return sources, info, bool(relevant)
+
+    def ask(self, question: str, on_token: Callable[[str], None] = lambda _t: None) -> TurnResult:
+        """One turn: retrieve, prompt, stream, check, save."""
+        question = question.strip()
+        if not question:
+            raise HydraError("the question is empty")
+        sources: list[Source] = []
+        retrieval: dict[str, Any] = {"query": question, "hits": []}
+        if self.use_rag:
+            sources, retrieval, found = self.retrieve(question)
+            if not found:
+                names = ", ".join(map(str, self.roots))
+                answer = (f"Nothing in {names} matches this question, so there is nothing to "
+                          "answer from. Rephrase it, or turn retrieval off with /rag off.")
+                result = TurnResult(question, answer, [], CitationReport(), retrieval,
+                                    {"prompt_tokens": 0, "completion_tokens": 0}, no_context=True)
+                self._record(result)
+                return result
+        prompt = build_prompt(question, sources, self.history, self.tokenizer.count,
+                              self.budget(), system=self.system, use_context=self.use_rag)
+        try:
+            answer, finish = stream_chat(self.sidecar, prompt.messages, self.params, on_token)
+            interrupted = False
+        except KeyboardInterrupt:
+            answer, finish, interrupted = "", "interrupted", True
+        cites = check_citations(answer, prompt.sources) if self.use_rag else CitationReport()
+        usage = {"prompt_tokens": prompt.tokens,
+                 "completion_tokens": self.tokenizer.count(answer) - 1 if answer else 0}
+        result = TurnResult(question, answer, prompt.sources, cites, retrieval, usage, prompt,
+                            interrupted=interrupted)
+        if prompt.dropped_sources or prompt.dropped_turns:
+            result.notes.append(f"to fit the model's context, {prompt.dropped_sources} passage(s) "
+                                f"and {prompt.dropped_turns} earlier turn(s) were left out")
+        if finish == "length":
+            result.notes.append("the answer was cut at max_tokens")
+        self._record(result)
+        return result
+
+    def _record(self, result: TurnResult) -> None:
+        self.last = result
+        self.doc["turns"].append({
+            "user": result.question,  # the user's own words, never the augmented prompt
+            "answer": result.answer,
+            "sources": [{"n": s.n, "store": s.store, "path": s.path,
+                         "line_start": s.line_start, "line_end": s.line_end}
+                        for s in result.sources],
+            "interrupted": result.interrupted,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        })
+        if self.save_enabled:
+            sessions.save(self.doc)
