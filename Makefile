@@ -16,8 +16,10 @@ install: $(BIN)/hydra-rag
 
 demo: install
 	$(BIN)/hydra-rag rag setup
+	$(BIN)/hydra-rag models pull smollm2-135m
 	$(BIN)/hydra-rag index .
 	$(BIN)/hydra-rag search "how does a sidecar pick its port" -k 5
+	$(BIN)/hydra-rag ask smollm2-135m "How does a sidecar pick its port?" --rag . --max-tokens 200
 
 lint: install
 	$(BIN)/ruff check hydra_rag tests bench
@@ -28,6 +30,7 @@ test: lint
 
 bench: install
 	$(BIN)/python bench/index_throughput.py
+	$(BIN)/python bench/chat_latency.py
 
 clean:
 	rm -rf $(VENV) .test-home .hydra-index bench/.work
