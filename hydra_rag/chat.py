@@ -59,12 +59,14 @@ def stream_chat(rec: SidecarRecord, messages: list[dict[str, str]], params: dict
             raise SidecarError(f"chat model {rec.id!r} answered HTTP {resp.status}: {detail}")
         parts: list[str] = []
         finish = ""
+        done = False
         for raw in resp:
             line = raw.decode("utf-8", errors="replace").strip()
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                done = True
                 break
             try:
                 choice = json.loads(data)["choices"][0]
@@ -75,6 +77,8 @@ def stream_chat(rec: SidecarRecord, messages: list[dict[str, str]], params: dict
                 parts.append(piece)
                 on_token(piece)
             finish = choice.get("finish_reason") or finish
+        if not done:
+            raise OSError("the stream ended before [DONE]")
         return "".join(parts), finish
     except (OSError, http.client.HTTPException) as exc:
         raise SidecarError(f"chat model {rec.id!r} stopped answering ({exc}); "
@@ -206,6 +210,8 @@ class Chat:
                 return result
         prompt = build_prompt(question, sources, self.history, self.tokenizer.count,
                               self.budget(), system=self.system, use_context=self.use_rag)
+        # A health check per turn (milliseconds): a sidecar that died is started again.
+        self.sidecar = connect_chat(self.model, self.settings)
         try:
             answer, finish = stream_chat(self.sidecar, prompt.messages, self.params, on_token)
             interrupted = False

@@ -108,6 +108,9 @@ class Repl:
         except HydraError as exc:
             print(f"error: {exc}", file=self.err, flush=True)
             return
+        except KeyboardInterrupt:  # before the answer started streaming
+            print("\n(interrupted)", file=self.out, flush=True)
+            return
         if not stream or result.no_context:
             self.out.write(result.answer)
         self.out.write("\n")

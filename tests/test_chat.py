@@ -151,3 +151,98 @@ def test_models_commands(isolated_home: Path, tmp_path: Path) -> None:
     assert run_cli("models", "rm", "tiny").returncode == 0
     proc = run_cli("models", "rm", "smollm2-135m")
     assert proc.returncode == 1 and "shipped" in proc.stderr
+
+
+def test_missing_chat_model_names_the_fix(isolated_home: Path) -> None:
+    models = isolated_home / "data" / "models"
+    models.unlink()
+    models.mkdir()
+    proc = run_cli("ask", "smollm2-135m", "hi", "--no-rag")
+    assert proc.returncode == 1
+    assert "hydra-rag models pull smollm2-135m" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_sidecar_dying_mid_answer(indexed: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hydra_rag", "chat", "smollm2-135m", "--rag", str(indexed),
+         "--session", "t-dies", "--new", "--max-tokens", "400", "--top-k", "1",
+         "--temperature", "0"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ))
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("Write a long story about tomatoes and the sun.\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().startswith("> Write a long story")
+    proc.stdout.read(1)  # the first streamed character: the answer is under way
+    pid = json.loads(run_cli("sidecars", "list", "--json").stdout)
+    pid = next(r["pid"] for r in pid if r["id"] == "smollm2-135m")
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    proc.stdin.write("What do tomatoes need?\n")  # the next turn starts the sidecar again
+    proc.stdin.close()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "stopped answering" in err and "log" in err and "Traceback" not in err
+    assert "> What do tomatoes need?" in out
+    doc = json.loads(run_cli("sessions", "show", "t-dies", "--json").stdout)
+    assert [t["user"] for t in doc["turns"]] == ["What do tomatoes need?"]
+
+
+def test_terminal_repl(indexed: Path) -> None:
+    """The REPL on a real terminal (a pty): continuation lines, Ctrl-C, Ctrl-D."""
+    import os
+    import pty
+    import select
+    import sys
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the real command on the pty
+        os.execvpe(sys.executable, [sys.executable, "-m", "hydra_rag", "chat", "smollm2-135m",
+                                    "--rag", str(indexed), "--session", "t-tty", "--new",
+                                    "--max-tokens", "300", "--top-k", "2"], dict(os.environ))
+    buf = b""
+
+    def until(marker: bytes, timeout: float = 240) -> None:
+        nonlocal buf
+        deadline = time.monotonic() + timeout
+        while marker not in buf:
+            assert time.monotonic() < deadline, buf[-500:]
+            ready, _, _ = select.select([fd], [], [], 1)
+            if ready:
+                try:
+                    buf += os.read(fd, 4096)
+                except OSError:
+                    break
+        assert marker in buf, buf[-500:]
+        buf = buf[buf.index(marker) + len(marker):]
+
+    try:
+        until(b">>> ")
+        os.write(fd, b"/help\r")
+        until(b"commands:")
+        until(b">>> ")
+        os.write(fd, b"What do tomatoes \\\r")
+        until(b"... ")
+        os.write(fd, b"need?\r")
+        until(b"sources:")
+        until(b">>> ")
+        os.write(fd, b"Tell me a very long story about the sun and the garden.\r")
+        until(b"story about the sun and the garden.")
+        time.sleep(4)  # retrieval, then the answer starts streaming
+        os.write(fd, b"\x03")  # Ctrl-C: stop this answer, back to the prompt
+        until(b">>> ")
+        os.write(fd, b"\x04")  # Ctrl-D: leave
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    doc = json.loads(run_cli("sessions", "show", "t-tty", "--json").stdout)
+    assert doc["turns"][0]["user"] == "What do tomatoes \nneed?"
+    assert len(doc["turns"]) in (1, 2)  # an interrupted turn is kept only if it had begun
