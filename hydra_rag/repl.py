@@ -150,32 +150,38 @@ class Repl:
               + (f" over {', '.join(map(str, self.chat.roots))}" if self.chat.roots else "")
               + f" — session {self.chat.name}; /help for commands", file=self.err)
         try:
-            while True:
-                try:
-                    line = input(">>> ")
-                    while line.endswith("\\"):
-                        line = line[:-1] + "\n" + input("... ")
-                except KeyboardInterrupt:
-                    print("\n(Ctrl-C again or Ctrl-D to leave)", file=self.err)
-                    try:
-                        line = input(">>> ")
-                    except (KeyboardInterrupt, EOFError):
-                        print(file=self.err)
-                        return
-                except EOFError:
-                    print(file=self.err)
-                    return
-                line = line.strip()
-                if not line:
-                    continue
-                if line.startswith("/"):
-                    if not self.command(line):
-                        return
-                    continue
-                self.turn(line, stream=True)
+            self._loop()
+        except KeyboardInterrupt:
+            # A Ctrl-C racing with Ctrl-D or with the end of an answer: the user is leaving.
+            print(file=self.err)
         finally:
             if readline is not None and hist is not None:
                 try:
                     readline.write_history_file(hist)
                 except OSError:
                     pass
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                line = input(">>> ")
+                while line.endswith("\\"):
+                    line = line[:-1] + "\n" + input("... ")
+            except KeyboardInterrupt:
+                print("\n(Ctrl-C again or Ctrl-D to leave)", file=self.err)
+                try:
+                    line = input(">>> ")
+                except (KeyboardInterrupt, EOFError):
+                    print(file=self.err)
+                    return
+            except EOFError:
+                print(file=self.err)
+                return
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not self.command(line):
+                    return
+                continue
+            self.turn(line, stream=True)
