@@ -35,8 +35,27 @@ class Source:
         return self.url or f"PyPI {self.pypi}"
 
 
+class _ModelFile:
+    """Where an entry's GGUF lives: `path` as given, or `file` inside the models folder."""
+
+    path: str | None
+    file: str | None
+
+    def model_path(self) -> Path | None:
+        """The GGUF's path (once installed or pulled); None for url-only entries."""
+        if self.path:
+            return Path(self.path).expanduser()
+        if self.file:
+            return dirs().models / self.file
+        return None
+
+    def installed(self) -> bool:
+        p = self.model_path()
+        return p is not None and p.is_file()
+
+
 @dataclass(frozen=True)
-class Embedder:
+class Embedder(_ModelFile):
     """A catalog entry: what an embedder is, where its GGUF comes from, how to talk to it."""
 
     id: str
@@ -57,21 +76,9 @@ class Embedder:
     sources: tuple[Source, ...] = field(default_factory=tuple)
     origin: str = ""
 
-    def model_path(self) -> Path | None:
-        """Where the GGUF lives (or would live once installed); None for url-only entries."""
-        if self.path:
-            return Path(self.path).expanduser()
-        if self.file:
-            return dirs().models / self.file
-        return None
-
-    def installed(self) -> bool:
-        p = self.model_path()
-        return p is not None and p.is_file()
-
 
 @dataclass(frozen=True)
-class ChatModel:
+class ChatModel(_ModelFile):
     """A chat model entry: its GGUF, context length, chat template and default sampling."""
 
     id: str
@@ -86,18 +93,6 @@ class ChatModel:
     params: dict[str, Any] = field(default_factory=dict)
     sources: tuple[Source, ...] = field(default_factory=tuple)
     origin: str = ""
-
-    def model_path(self) -> Path | None:
-        """Where the GGUF lives (or would live once pulled); None for url-only entries."""
-        if self.path:
-            return Path(self.path).expanduser()
-        if self.file:
-            return dirs().models / self.file
-        return None
-
-    def installed(self) -> bool:
-        p = self.model_path()
-        return p is not None and p.is_file()
 
 
 _MODEL_FIELDS: dict[str, type | tuple[type, ...]] = {

@@ -120,18 +120,23 @@ class Repl:
             print(render_context(result), file=self.out)
         self.out.flush()
 
+    def dispatch(self, line: str) -> bool:
+        """A slash command or a turn; False means leave."""
+        if line.startswith("/"):
+            return self.command(line)
+        self.turn(line, stream=True)
+        return True
+
     def run_piped(self, lines: TextIO) -> None:
         """Each input line is one turn (or a slash command)."""
         for raw in lines:
             line = raw.strip().replace("\x00", "")
             if not line:
                 continue
-            if line.startswith("/"):
-                if not self.command(line):
-                    return
-                continue
-            print(f"> {line}", file=self.out, flush=True)
-            self.turn(line, stream=True)
+            if not line.startswith("/"):
+                print(f"> {line}", file=self.out, flush=True)
+            if not self.dispatch(line):
+                return
 
     def run_terminal(self) -> None:
         try:
@@ -178,10 +183,5 @@ class Repl:
                 print(file=self.err)
                 return
             line = line.strip()
-            if not line:
-                continue
-            if line.startswith("/"):
-                if not self.command(line):
-                    return
-                continue
-            self.turn(line, stream=True)
+            if line and not self.dispatch(line):
+                return
