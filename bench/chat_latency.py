@@ -62,7 +62,7 @@ def main() -> None:
         end = time.perf_counter()
         if not pieces:  # the model stopped at once: no first token, no decoding rate
             return end - t0, float("nan"), 0
-        n = chat.tokenizer.count("".join(pieces)) - 1
+        n = chat.count("".join(pieces)) - 1
         return first[0] - t0, n / max(end - first[0], 1e-9), n
 
     rag, straight = [], []

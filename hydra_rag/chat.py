@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from hydra_rag import sessions
 from hydra_rag.catalog import CHAT_PORTS, ChatModel
@@ -18,7 +19,7 @@ from hydra_rag.citations import CitationReport, check_citations
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError, SidecarError
 from hydra_rag.prompt import Prompt, Source, Turn, build_prompt
-from hydra_rag.sidecar import SidecarRecord, SidecarSpec, ensure, log_tail, read_record, touch
+from hydra_rag.sidecar import SidecarSpec, ensure, log_tail, read_record, touch
 
 # Below this cosine similarity (all-MiniLM-L6-v2) and with no keyword hit, a passage is not
 # treated as relevant: the model is not asked to answer from passages that do not bear on it.
@@ -28,11 +29,25 @@ MARGIN = 32
 KEEPALIVE_SECONDS = 60.0
 
 
-def connect_chat(model: ChatModel, settings: Settings) -> SidecarRecord:
-    """A healthy sidecar serving `model`."""
+@dataclass(frozen=True)
+class ChatTarget:
+    """Where chat completions go: our sidecar, or any OpenAI-compatible server (`url:`)."""
+
+    base_url: str  # up to and including /v1
+    model_name: str
+    log: str = ""  # the sidecar's log, quoted when it fails
+
+    def describe(self) -> str:
+        return f"{self.model_name!r} at {self.base_url}"
+
+
+def connect_chat(model: ChatModel, settings: Settings) -> ChatTarget:
+    """A healthy endpoint serving `model`: its `url:` if it has one, else its sidecar."""
+    if model.url:
+        base = model.url.rstrip("/")
+        return ChatTarget(base if base.endswith("/v1") else base + "/v1", model.id)
     path = model.model_path()
-    if path is None:
-        raise HydraError(f"model {model.id!r} is served from {model.url}; not supported for chat yet")
+    assert path is not None
     if not path.is_file():
         raise HydraError(f"model {model.id!r} is not installed — run `hydra-rag models pull {model.id}`")
     spec = SidecarSpec(
@@ -42,21 +57,27 @@ def connect_chat(model: ChatModel, settings: Settings) -> SidecarRecord:
         threads=settings.threads, idle_seconds=settings.sidecar_idle_minutes * 60,
         chat_format=model.chat_format,
     )
-    return ensure(spec, timeout=settings.sidecar_start_timeout)
+    rec = ensure(spec, timeout=settings.sidecar_start_timeout)
+    return ChatTarget(f"{rec.url}/v1", rec.id, rec.log)
 
 
-def stream_chat(rec: SidecarRecord, messages: list[dict[str, str]], params: dict[str, Any],
+def stream_chat(target: ChatTarget, messages: list[dict[str, str]], params: dict[str, Any],
                 on_token: Callable[[str], None]) -> tuple[str, str]:
     """Stream a chat completion; returns (text, finish_reason). Ctrl-C stops it cleanly."""
-    conn = http.client.HTTPConnection("127.0.0.1", rec.port, timeout=600)
-    body = json.dumps({"model": rec.id, "messages": messages, "stream": True, **params})
+    parts_url = urlsplit(target.base_url)
+    cls = (http.client.HTTPSConnection if parts_url.scheme == "https"
+           else http.client.HTTPConnection)
+    conn = cls(parts_url.hostname or "127.0.0.1", parts_url.port, timeout=600)
+    body = json.dumps({"model": target.model_name, "messages": messages, "stream": True,
+                       **params})
     try:
-        conn.request("POST", "/v1/chat/completions", body=body,
+        conn.request("POST", parts_url.path + "/chat/completions", body=body,
                      headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
         if resp.status != 200:
             detail = resp.read()[:400].decode(errors="replace")
-            raise SidecarError(f"chat model {rec.id!r} answered HTTP {resp.status}: {detail}")
+            raise SidecarError(f"chat model {target.describe()} answered HTTP {resp.status}: "
+                               f"{detail}")
         parts: list[str] = []
         finish = ""
         done = False
@@ -81,8 +102,9 @@ def stream_chat(rec: SidecarRecord, messages: list[dict[str, str]], params: dict
             raise OSError("the stream ended before [DONE]")
         return "".join(parts), finish
     except (OSError, http.client.HTTPException) as exc:
-        raise SidecarError(f"chat model {rec.id!r} stopped answering ({exc}); "
-                           f"log {rec.log}:\n{log_tail(Path(rec.log))}") from None
+        where = f"; log {target.log}:\n{log_tail(Path(target.log))}" if target.log else ""
+        raise SidecarError(f"chat model {target.describe()} stopped answering ({exc}){where}"
+                           ) from None
     finally:
         conn.close()
 
@@ -138,8 +160,10 @@ class Chat:
             self.searcher = Searcher(roots, settings)
         self.sidecar = connect_chat(model, settings)
         path = model.model_path()
-        assert path is not None
-        self.tokenizer = Tokenizer(str(path))
+        # A `url:` model without a local GGUF: count conservatively (a token per 3 bytes).
+        self.count: Callable[[str], int] = (
+            Tokenizer(str(path)).count if path is not None and path.is_file()
+            else lambda text: len(text.encode("utf-8")) // 3 + 1)
         self.name = session or sessions.default_name(model.id, roots)
         doc = None if new else sessions.load(self.name)
         self.doc: dict[str, Any] = doc or {
@@ -208,7 +232,7 @@ class Chat:
                                     {"prompt_tokens": 0, "completion_tokens": 0}, no_context=True)
                 self._record(result)
                 return result
-        prompt = build_prompt(question, sources, self.history, self.tokenizer.count,
+        prompt = build_prompt(question, sources, self.history, self.count,
                               self.budget(), system=self.system, use_context=self.use_rag)
         # A health check per turn (milliseconds): a sidecar that died is started again.
         self.sidecar = connect_chat(self.model, self.settings)
@@ -219,7 +243,7 @@ class Chat:
             answer, finish, interrupted = "", "interrupted", True
         cites = check_citations(answer, prompt.sources) if self.use_rag else CitationReport()
         usage = {"prompt_tokens": prompt.tokens,
-                 "completion_tokens": self.tokenizer.count(answer) - 1 if answer else 0}
+                 "completion_tokens": self.count(answer) - 1 if answer else 0}
         result = TurnResult(question, answer, prompt.sources, cites, retrieval, usage, prompt,
                             interrupted=interrupted)
         if prompt.dropped_sources or prompt.dropped_turns:

@@ -146,3 +146,44 @@ def test_bad_persona_files(isolated_home: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1 and "cannot read persona" in proc.stderr
     proc = run_cli("create", "smolm2", str(p))
     assert proc.returncode == 1 and "known: smollm2-135m" in proc.stderr
+
+
+def test_chat_model_served_from_a_url(isolated_home: Path, corpus: Path) -> None:
+    """A model entry with `url:` (a llama.cpp container, a GPU box) instead of a sidecar:
+    here the URL is a real local sidecar started separately."""
+    from hydra_rag.catalog import get_model
+    from hydra_rag.chat import connect_chat
+    from hydra_rag.config import load_settings
+    from hydra_rag.sidecar import stop
+
+    _index(corpus)
+    target = connect_chat(get_model("smollm2-135m"), load_settings())
+    try:
+        path = isolated_home / "config" / "catalog.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump({"models": [
+            {"id": "remote-smol", "url": target.base_url, "port": 18090, "context": 4096}]}))
+        proc = run_cli("ask", "remote-smol", "What do tomatoes need?", "--rag", str(corpus),
+                       "--json", "--max-tokens", "24", "--temperature", "0")
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        assert out["answer"].strip() and out["sources"][0]["path"] == "docs/gardening.md"
+        sidecars = json.loads(run_cli("sidecars", "list", "--json").stdout)
+        assert [s["id"] for s in sidecars if s["role"] == "chat"] == ["smollm2-135m"]
+    finally:
+        stop("smollm2-135m")
+
+
+def test_fits_the_machine() -> None:
+    from hydra_rag.catalog import Embedder, Source
+    from hydra_rag.install import fits
+
+    src = (Source(pypi="x==1", subdir="m", convert="bert-q8_0"),)
+    small = Embedder(id="s", dims=8, file="s.gguf", memory_mb=200, sources=src)
+    big = Embedder(id="b", dims=8, file="b.gguf", memory_mb=64_000, sources=src)
+    gpu = Embedder(id="g", dims=8, file="g.gguf", gpu=True, sources=src)
+    nowhere = Embedder(id="n", dims=8, file="does-not-exist.gguf")
+    assert fits(small, 20_000, False) == ""
+    assert "64000 MiB" in fits(big, 20_000, False)
+    assert "GPU" in fits(gpu, 20_000, False) and fits(gpu, 20_000, True) == ""
+    assert "no source" in fits(nowhere, 20_000, False)
