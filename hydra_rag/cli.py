@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -75,6 +76,7 @@ class _ProgressView:
         self.bar: Any = None
         self.task: Any = None
         self._last_plain = -1
+        self._t0: float | None = None
 
     def __call__(self, p: Any) -> None:
         if p.stage != "embed":
@@ -99,13 +101,14 @@ class _ProgressView:
                 )
                 self.bar.start()
                 self.task = self.bar.add_task("index", total=p.files_total, chunks=0, rate="-")
-                self._t0 = __import__("time").monotonic()
-            elapsed = max(__import__("time").monotonic() - self._t0, 1e-6)
+            if self._t0 is None:
+                self._t0 = time.monotonic()
+            elapsed = max(time.monotonic() - self._t0, 1e-6)
             self.bar.update(self.task, completed=p.files_done, chunks=p.chunks_done,
                             rate=f"{p.chunks_done / elapsed:.0f} chunks")
         else:
-            # Plain: at most one line per batch of work.
-            if p.chunks_done != self._last_plain or p.files_done == p.files_total:
+            # Plain: a line per 512 chunks embedded, and one at the end.
+            if p.chunks_done // 512 != self._last_plain // 512 or p.files_done == p.files_total:
                 self._last_plain = p.chunks_done
                 _say(f"indexed {p.files_done}/{p.files_total} files, {p.chunks_done} chunks embedded")
 

@@ -125,8 +125,10 @@ class EmbedClient:
                 return f"{msg}\nsidecar log {rec.log}:\n{log_tail(Path(rec.log))}"
         return msg
 
-    def embed(self, texts: Sequence[str], prefix: str) -> np.ndarray:
-        """Vectors (n × dims, float32, unit length) for `texts`, sent in batches."""
+    def embed(self, texts: Sequence[str], prefix: str,
+              on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        """Vectors (n × dims, float32, unit length) for `texts`, sent in batches; `on_batch`
+        hears how many are done after each request."""
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
         for i in range(0, len(texts), self.batch):
             part = [prefix + t for t in texts[i : i + self.batch]]
@@ -139,10 +141,13 @@ class EmbedClient:
             norms = np.linalg.norm(vecs, axis=1, keepdims=True)
             norms[norms == 0] = 1.0
             out[i : i + len(part)] = vecs / norms
+            if on_batch is not None:
+                on_batch(i + len(part))
         return out
 
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts, self.embedder.document_prefix)
+    def embed_documents(self, texts: Sequence[str],
+                        on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        return self.embed(texts, self.embedder.document_prefix, on_batch)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text], self.embedder.query_prefix)[0]

@@ -312,16 +312,16 @@ class _Run:
                 del files[rel]
             store.write_files(files)
 
+        for t in TABLES:
+            self.client(t)  # start sidecars here, not from the reader thread
         bytes_total = sum(c.size for c in changed)
         done = Progress("embed", files_total=len(changed), bytes_total=bytes_total)
         self.progress(done)
-        for t in TABLES:
-            self.client(t)  # start sidecars here, not from the reader thread
+        self._done = done
         for batch in _read_ahead(self._batches(changed)):
             touched |= self._flush(batch, files, start_files, skipped)
             done.files_done += len(batch)
             done.bytes_done += sum(p.cand.size for p in batch)
-            done.chunks_done = report.chunks_added
             self.progress(done)
         report.files_skipped = dict(skipped)
         self.progress(Progress("finish", message="updating the full-text index"))
@@ -384,7 +384,13 @@ class _Run:
             need = [r for r in all_rows if r["hash"] not in reused]
             client = self.client(t)
             if need:
-                vecs = client.embed_documents([r["text"] for r in need])
+                base = self._done.chunks_done
+
+                def on_batch(n: int, base: int = base) -> None:
+                    self._done.chunks_done = base + n
+                    self.progress(self._done)
+
+                vecs = client.embed_documents([r["text"] for r in need], on_batch)
                 for r, v in zip(need, vecs, strict=True):
                     r["vector"] = v
             for r in all_rows:
