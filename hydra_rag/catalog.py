@@ -129,13 +129,15 @@ _SOURCE_FIELDS = {"url": str, "sha256": str, "pypi": str, "subdir": str, "conver
 def _type_name(t: type | tuple[type, ...]) -> str:
     if isinstance(t, tuple):
         return "a number" if set(t) == {int, float} else " or ".join(x.__name__ for x in t)
-    return {"str": "a string", "int": "an integer", "list": "a list", "dict": "a mapping"}.get(
-        t.__name__, t.__name__)
+    return {"str": "a string", "int": "an integer", "list": "a list", "dict": "a mapping",
+            "bool": "true or false"}.get(t.__name__, t.__name__)
 
 
 def _check(where: str, key: str, value: Any, expected: type | tuple[type, ...]) -> None:
     # bool is an int in Python; a YAML `true` where a number belongs is still a mistake.
-    if isinstance(value, bool) or not isinstance(value, expected):
+    ok = isinstance(value, bool) if expected is bool else (
+        not isinstance(value, bool) and isinstance(value, expected))
+    if not ok:
         raise ConfigError(
             f"{where}: field {key!r} must be {_type_name(expected)}, got {value!r}"
         )
@@ -160,26 +162,30 @@ def _parse_source(where: str, raw: Any) -> Source:
     return src
 
 
-def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
-    """Validate one catalog entry; errors name the file, the entry and the field."""
-    where = f"{origin}: embedders[{index}]"
+def _start_entry(kind: str, origin: str, index: int, raw: Any,
+                 fields: dict[str, Any], required: tuple[str, ...]) -> str:
+    """Checks every kind of entry shares: a mapping, required fields present, no unknown
+    fields. Returns how messages name the entry (by id once it has one)."""
+    where = f"{origin}: {kind}s[{index}]"
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping with at least 'id' and 'dims'")
+        need = " and ".join(repr(r) for r in required)
+        raise ConfigError(f"{where}: expected a mapping with at least {need}")
     if isinstance(raw.get("id"), str):
-        where = f"{origin}: embedder {raw['id']!r}"
-    for key in ("id", "dims"):
+        where = f"{origin}: {kind} {raw['id']!r}"
+    for key in required:
         if key not in raw:
             raise ConfigError(f"{where}: missing required field {key!r}")
+    for key in raw:
+        if key not in fields:
+            raise ConfigError(f"{where}: unknown field {key!r} (known: {', '.join(sorted(fields))})")
+    return where
+
+
+def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
+    """Validate one catalog entry; errors name the file, the entry and the field."""
+    where = _start_entry("embedder", origin, index, raw, _FIELDS, ("id", "dims"))
     for key, value in raw.items():
-        if key not in _FIELDS:
-            raise ConfigError(
-                f"{where}: unknown field {key!r} (known: {', '.join(sorted(_FIELDS))})"
-            )
         if value is None and key in ("query_prefix", "document_prefix"):
-            continue
-        if key == "gpu":
-            if not isinstance(value, bool):
-                raise ConfigError(f"{where}: field 'gpu' must be true or false, got {value!r}")
             continue
         _check(where, key, value, _FIELDS[key])
     values = {k: ("" if v is None else v) for k, v in raw.items() if k != "sources"}
@@ -206,26 +212,10 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
 
 def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
     """Validate one chat-model entry; errors name the file, the entry and the field."""
-    where = f"{origin}: models[{index}]"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping with at least 'id' and 'file'")
-    if isinstance(raw.get("id"), str):
-        where = f"{origin}: model {raw['id']!r}"
-    if "id" not in raw:
-        raise ConfigError(f"{where}: missing required field 'id'")
+    where = _start_entry("model", origin, index, raw, _MODEL_FIELDS, ("id",))
     for key, value in raw.items():
-        if key not in _MODEL_FIELDS:
-            raise ConfigError(
-                f"{where}: unknown field {key!r} (known: {', '.join(sorted(_MODEL_FIELDS))})"
-            )
         _check(where, key, value, _MODEL_FIELDS[key])
-    params = raw.get("params") or {}
-    for key, value in params.items():
-        if key not in PARAMS:
-            raise ConfigError(
-                f"{where}: unknown parameter params.{key} (known: {', '.join(PARAMS)})"
-            )
-        _check(where, f"params.{key}", value, PARAMS[key])
+    params = _check_params(where, raw.get("params") or {})
     values = {k: v for k, v in raw.items() if k not in ("sources", "params")}
     sources = tuple(
         _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
@@ -280,24 +270,9 @@ def _check_params(where: str, params: Any) -> dict[str, Any]:
 
 def parse_bundle(origin: str, index: int, raw: Any) -> Bundle:
     """Validate one bundle entry; errors name the file, the entry and the field."""
-    where = f"{origin}: bundles[{index}]"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping with at least 'id' and 'base'")
-    if isinstance(raw.get("id"), str):
-        where = f"{origin}: bundle {raw['id']!r}"
-    for key in ("id", "base"):
-        if key not in raw:
-            raise ConfigError(f"{where}: missing required field {key!r}")
+    where = _start_entry("bundle", origin, index, raw, _BUNDLE_FIELDS, ("id", "base"))
     for key, value in raw.items():
-        if key not in _BUNDLE_FIELDS:
-            raise ConfigError(
-                f"{where}: unknown field {key!r} (known: {', '.join(sorted(_BUNDLE_FIELDS))})"
-            )
         if key == "rag_top_k" and value is None:
-            continue
-        if key == "rag_all":
-            if not isinstance(value, bool):
-                raise ConfigError(f"{where}: field 'rag_all' must be true or false, got {value!r}")
             continue
         _check(where, key, value, _BUNDLE_FIELDS[key])
     index_raw = raw.get("rag_index") or []
