@@ -142,7 +142,7 @@ class Chat:
     def __init__(self, model: ChatModel, roots: list[Path], settings: Settings, *,
                  session: str | None = None, new: bool = False, system: str | None = None,
                  params: dict[str, Any] | None = None, top_k: int = 5, use_rag: bool = True,
-                 save: bool = True) -> None:
+                 save: bool = True, federated: bool = False) -> None:
         from hydra_rag.embed import Tokenizer
 
         self.model = model
@@ -154,10 +154,11 @@ class Chat:
         self.use_rag = use_rag and bool(roots)
         self.save_enabled = save
         self.searcher: Any = None
+        self.warnings: list[str] = []
         if roots:
             from hydra_rag.retrieve import Searcher
 
-            self.searcher = Searcher(roots, settings)
+            self.searcher = Searcher(roots, settings, skip_broken=federated)
         self.sidecar = connect_chat(model, settings)
         path = model.model_path()
         # A `url:` model without a local GGUF: count conservatively (a token per 3 bytes).
@@ -203,8 +204,9 @@ class Chat:
         previous = self.history[-1].user if self.history else None
         also = f"{previous} {question}" if previous else None
         hits = self.searcher.search(question, self.top_k, also=also)
+        self.warnings = list(self.searcher.warnings)
         relevant = [h for h in hits
-                    if any(".bm25" in name for name in h.ranks)
+                    if any(name.startswith("bm25") for name in h.ranks)
                     or (h.similarity is not None and h.similarity >= MIN_SIMILARITY)]
         sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text)
                    for i, h in enumerate(relevant, start=1)]
@@ -246,11 +248,14 @@ class Chat:
                  "completion_tokens": self.count(answer) - 1 if answer else 0}
         result = TurnResult(question, answer, prompt.sources, cites, retrieval, usage, prompt,
                             interrupted=interrupted)
+        result.notes += [f"skipped: {w}" for w in self.warnings]
         if prompt.dropped_sources or prompt.dropped_turns:
             result.notes.append(f"to fit the model's context, {prompt.dropped_sources} passage(s) "
                                 f"and {prompt.dropped_turns} earlier turn(s) were left out")
         if finish == "length":
             result.notes.append("the answer was cut at max_tokens")
+        if not answer.strip() and not interrupted:
+            result.notes.append("the model gave an empty answer; ask again or rephrase")
         self._record(result)
         return result
 

@@ -30,6 +30,9 @@ emb_app = typer.Typer(help="Manage embedders (the catalog of embedding models)."
 side_app = typer.Typer(help="List and stop model sidecars (local llama.cpp servers).",
                        no_args_is_help=True)
 models_app = typer.Typer(help="Manage chat models (list, pull, add, rm).", no_args_is_help=True)
+stores_app = typer.Typer(help="The registry of indexed folders (for --all and --tag).",
+                         no_args_is_help=True)
+app.add_typer(stores_app, name="stores")
 sessions_app = typer.Typer(help="Saved chat sessions.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 app.add_typer(sessions_app, name="sessions")
@@ -189,8 +192,11 @@ def _hit_json(rank: int, h: Any) -> dict[str, Any]:
 @app.command()
 def search(
     query: Annotated[str | None, typer.Argument(help="What to look for.")] = None,
-    path: Annotated[Path | None, typer.Option(
-        "--path", help="Indexed folder (default: nearest one at or above here).")] = None,
+    path: Annotated[list[Path] | None, typer.Option(
+        "--path", help="Indexed folder (repeatable; default: nearest one at or above here).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Search every registered folder.")] = False,
+    tag: Annotated[list[str] | None, typer.Option(
+        "--tag", help="Search the registered folders with this tag (repeatable).")] = None,
     k: Annotated[int, typer.Option("-k", "--top-k", min=1, help="Results to show.")] = 10,
     code_only: Annotated[bool, typer.Option("--code-only", help="Search code only.")] = False,
     prose_only: Annotated[bool, typer.Option("--prose-only", help="Search prose only.")] = False,
@@ -201,15 +207,15 @@ def search(
 ) -> None:
     """Hybrid retrieval only: vector + BM25 on code and prose, fused with RRF."""
     from hydra_rag.config import load_settings
-    from hydra_rag.retrieve import Searcher, find_index_root
+    from hydra_rag.retrieve import Searcher
 
     if code_only and prose_only:
         raise typer.BadParameter("--code-only and --prose-only exclude each other")
     if (query is None) == (queries is None):
         raise typer.BadParameter("give a QUERY or --queries FILE (one of them)")
     tables = ("code",) if code_only else ("prose",) if prose_only else ("code", "prose")
-    root = find_index_root(path or Path.cwd())
-    searcher = Searcher(root, load_settings())
+    roots, federated = _scope(path, all_, tag)
+    searcher = Searcher(roots, load_settings(), skip_broken=federated)
     if queries is not None:
         for n, item in enumerate(_read_queries(queries), start=1):
             hits = searcher.search(item["text"], k, tables)
@@ -218,14 +224,18 @@ def search(
         return
     assert query is not None
     hits = searcher.search(query, k, tables)
+    for w in searcher.warnings:
+        _say(f"warning: {w}")
     if as_json:
         _print_json({"query": query, "results": [_hit_json(i, h) for i, h in enumerate(hits, 1)]})
         return
     if not hits:
         _say("no results")
         return
+    multi = len(searcher.stores) > 1
     for i, h in enumerate(hits, start=1):
-        out.print(f"[bold]{i:2}. {h.path}:{h.line_start}-{h.line_end}[/bold]  "
+        label = f"{Path(h.store).name}:{h.path}" if multi else h.path
+        out.print(f"[bold]{i:2}. {label}:{h.line_start}-{h.line_end}[/bold]  "
                   f"[dim]{h.kind} · {h.score:.4f}[/dim]", highlight=False)
         if explain:
             ranks = ", ".join(f"{name} #{r}" for name, r in sorted(h.ranks.items()))
@@ -233,6 +243,24 @@ def search(
             out.print(f"    ranks: {ranks}   score = {contrib}", markup=False, highlight=False)
         snippet = " ".join(h.text.split())[:160]
         out.print(f"    {snippet}", markup=False, highlight=False)
+
+
+def _scope(paths: list[Path] | None, all_: bool, tags: list[str] | None) -> tuple[list[Path], bool]:
+    """The folders to search, and whether this is a federated search (broken ones skipped)."""
+    from hydra_rag import registry
+    from hydra_rag.retrieve import find_index_root
+
+    if all_ or tags:
+        if paths:
+            raise typer.BadParameter("--path excludes --all and --tag")
+        chosen = registry.select(all_, tags)
+        if not chosen:
+            what = "registered folders" if all_ else f"folders tagged {', '.join(tags or [])}"
+            raise HydraError(f"no {what} — index one with `hydra-rag index PATH"
+                             + (f" --tag {tags[0]}`" if tags else "`"))
+        return [Path(p) for p in chosen], True
+    roots = [find_index_root(p) for p in (paths or [Path.cwd()])]
+    return list(dict.fromkeys(roots)), len(roots) > 1
 
 
 def _read_queries(path: Path) -> list[dict[str, str]]:
@@ -501,7 +529,8 @@ def _roots_for_bundle(bundle: Any) -> list[Path] | None:
 
 def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int | None,
                session: str | None, new: bool, system: str | None, system_file: Path | None,
-               temperature: float | None, max_tokens: int | None, save: bool = True) -> Any:
+               temperature: float | None, max_tokens: int | None, save: bool = True,
+               rag_all: bool = False, rag_tag: list[str] | None = None) -> Any:
     """A Chat for a model id or a bundle alias; precedence: flag > bundle > model defaults."""
     from hydra_rag.catalog import get_model, load_bundles
     from hydra_rag.chat import Chat
@@ -523,13 +552,16 @@ def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int | No
     if max_tokens is not None:
         params["max_tokens"] = max_tokens
     roots: list[Path] = []
+    federated = False
     if not no_rag:
-        if rag:
+        if rag_all or rag_tag:
+            roots, federated = _scope(rag, rag_all, rag_tag)
+        elif rag:
             roots = [find_index_root(p) for p in rag]
         elif bundle is not None:
             named = _roots_for_bundle(bundle)
             if named is not None:
-                roots = named
+                roots, federated = named, bool(bundle.rag_all or bundle.rag_tags)
             else:
                 try:
                     roots = [find_index_root(Path.cwd())]
@@ -541,12 +573,16 @@ def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int | No
         system = bundle.system_prompt or None
     k = top_k or (bundle.rag_top_k if bundle and bundle.rag_top_k else 5)
     return Chat(entry, roots, load_settings(), session=session, new=new, system=system,
-                params=params, top_k=k, use_rag=bool(roots), save=save)
+                params=params, top_k=k, use_rag=bool(roots), save=save,
+                federated=federated or len(roots) > 1)
 
 
 _RAG = Annotated[list[Path] | None, typer.Option(
     "--rag", help="Indexed folder to retrieve from (repeatable; default: the nearest index).")]
 _NO_RAG = Annotated[bool, typer.Option("--no-rag", help="No retrieval: the bare model.")]
+_RAG_ALL = Annotated[bool, typer.Option("--rag-all", help="Retrieve from every registered folder.")]
+_RAG_TAG = Annotated[list[str] | None, typer.Option(
+    "--rag-tag", help="Retrieve from the registered folders with this tag (repeatable).")]
 _TOPK = Annotated[int | None, typer.Option("--top-k", min=1, max=50,
                                             help="Passages per turn (default 5).")]
 _SYSTEM = Annotated[str | None, typer.Option("--system", help="System prompt text.")]
@@ -559,6 +595,8 @@ _MAXTOK = Annotated[int | None, typer.Option("--max-tokens", min=1, help="Answer
 def chat(
     model: Annotated[str, typer.Argument(help="Chat model id or bundle alias (`hydra-rag list`).")],
     rag: _RAG = None,
+    rag_all: _RAG_ALL = False,
+    rag_tag: _RAG_TAG = None,
     top_k: _TOPK = None,
     no_rag: _NO_RAG = False,
     session: Annotated[str | None, typer.Option("--session", help="Session name.")] = None,
@@ -574,7 +612,7 @@ def chat(
     from hydra_rag.repl import Repl
 
     c = _open_chat(model, rag, no_rag, top_k, session, new, system, system_file, temperature,
-                   max_tokens)
+                   max_tokens, rag_all=rag_all, rag_tag=rag_tag)
     try:
         repl = Repl(c, show_context=show_context)
         if sys.stdin.isatty():
@@ -593,6 +631,8 @@ def ask(
     model: Annotated[str, typer.Argument(help="Chat model id or bundle alias.")],
     question: Annotated[str, typer.Argument(help="The question.")],
     rag: _RAG = None,
+    rag_all: _RAG_ALL = False,
+    rag_tag: _RAG_TAG = None,
     top_k: _TOPK = None,
     no_rag: _NO_RAG = False,
     system: _SYSTEM = None,
@@ -605,7 +645,7 @@ def ask(
     from hydra_rag.repl import render_checks, render_sources
 
     c = _open_chat(model, rag, no_rag, top_k, None, True, system, system_file, temperature,
-                   max_tokens, save=False)
+                   max_tokens, save=False, rag_all=rag_all, rag_tag=rag_tag)
     try:
         stream = not as_json
 
@@ -731,6 +771,97 @@ def rm(alias: Annotated[str, typer.Argument(help="Bundle alias or user model id.
     if not (remove_user_entry("bundles", alias) or remove_user_entry("models", alias)):
         raise HydraError(f"{alias!r} is not in your catalog (shipped entries cannot be removed)")
     out.print(f"removed {alias}", markup=False, highlight=False)
+
+
+# -- stores ------------------------------------------------------------------------------
+
+
+@stores_app.command("list")
+def stores_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Registered folders: tags, chunks per table, embedders, last indexed, health."""
+    from hydra_rag import registry
+    from hydra_rag.store import Store
+
+    rows = []
+    for path, entry in registry.stores().items():
+        problem = registry.health(path)
+        chunks: dict[str, int] = {}
+        embedders: dict[str, str] = {}
+        if not problem:
+            try:
+                store = Store(Path(path))
+                meta = store.read_meta()
+                embedders = {t: v.get("embedder") for t, v in meta.get("tables", {}).items()}
+                for e in store.read_files().values():
+                    if e.kind:
+                        chunks[e.kind] = chunks.get(e.kind, 0) + len(e.chunks)
+            except HydraError as exc:
+                problem = str(exc)
+        rows.append({"path": path, "tags": entry.get("tags", []), "chunks": chunks,
+                     "embedders": embedders, "last_indexed": entry.get("last_indexed"),
+                     "folder_exists": Path(path).is_dir(),
+                     "index_exists": (Path(path) / ".hydra-index" / "meta.yaml").is_file(),
+                     "problem": problem})
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        _say("no indexed folders yet — run `hydra-rag index PATH`")
+    for r in rows:
+        state = r["problem"] or f"code {r['chunks'].get('code', 0)}, prose {r['chunks'].get('prose', 0)}"
+        tags = f" [{', '.join(r['tags'])}]" if r["tags"] else ""
+        out.print(f"{r['path']}{tags}  {state}  {r['last_indexed'] or ''}",
+                  markup=False, highlight=False)
+
+
+@stores_app.command("tag")
+def stores_tag(path: Annotated[Path, typer.Argument(help="Registered folder.")],
+               tags: Annotated[list[str], typer.Argument(help="Tags to add.")]) -> None:
+    """Add tags to a registered folder."""
+    from hydra_rag import registry
+
+    out.print(f"{path}: {', '.join(registry.tag(path, tags)) or '(no tags)'}",
+              markup=False, highlight=False)
+
+
+@stores_app.command("untag")
+def stores_untag(path: Annotated[Path, typer.Argument(help="Registered folder.")],
+                 tags: Annotated[list[str], typer.Argument(help="Tags to remove.")]) -> None:
+    """Remove tags from a registered folder."""
+    from hydra_rag import registry
+
+    out.print(f"{path}: {', '.join(registry.tag(path, tags, remove=True)) or '(no tags)'}",
+              markup=False, highlight=False)
+
+
+@stores_app.command("rm")
+def stores_rm(
+    path: Annotated[Path, typer.Argument(help="Registered folder.")],
+    delete_index: Annotated[bool, typer.Option(
+        "--delete-index", help="Also delete the folder's .hydra-index.")] = False,
+) -> None:
+    """Forget a folder (its files and, unless --delete-index, its index stay)."""
+    import shutil
+
+    from hydra_rag import registry
+
+    key = registry.forget(path)
+    if delete_index:
+        shutil.rmtree(Path(key) / ".hydra-index", ignore_errors=True)
+    out.print(f"forgot {key}" + (" and deleted its index" if delete_index else ""),
+              markup=False, highlight=False)
+
+
+@stores_app.command("prune")
+def stores_prune() -> None:
+    """Forget folders, or indexes, that no longer exist."""
+    from hydra_rag import registry
+
+    gone = registry.prune()
+    for p in gone:
+        out.print(f"forgot {p}", markup=False, highlight=False)
+    if not gone:
+        _say("nothing to prune")
 
 
 # -- sessions ------------------------------------------------------------------------------

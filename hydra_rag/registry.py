@@ -39,3 +39,64 @@ def register(root: Path, tags: list[str] | None = None) -> dict[str, Any]:
         doc["stores"][str(root)] = entry
         write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False))
     return entry
+
+
+def _update(change: Any) -> dict[str, Any]:
+    """Apply `change(stores)` to the registry under its lock; returns the new stores."""
+    path = dirs().registry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(path.with_suffix(".lock"), wait=30):
+        doc = _load(path)
+        change(doc["stores"])
+        write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False))
+        return dict(doc["stores"])
+
+
+def _key(root: Path) -> str:
+    from hydra_rag.errors import HydraError
+
+    key = str(root.expanduser().resolve())
+    if key not in stores():
+        raise HydraError(f"{key} is not a registered folder — see `hydra-rag stores list`")
+    return key
+
+
+def tag(root: Path, tags: list[str], remove: bool = False) -> list[str]:
+    """Add (or remove) tags of a registered folder; returns its tags."""
+    key = _key(root)
+
+    def change(s: dict[str, Any]) -> None:
+        have = set(s[key].get("tags", []))
+        s[key]["tags"] = sorted(have - set(tags) if remove else have | set(tags))
+
+    return list(_update(change)[key]["tags"])
+
+
+def forget(root: Path) -> str:
+    """Remove a folder from the registry; returns its key."""
+    key = _key(root)
+    _update(lambda s: s.pop(key, None))
+    return key
+
+
+def health(path: str) -> str:
+    """"" if the folder and its index are there, else what is wrong."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return "folder is gone"
+    if not (folder / ".hydra-index" / "meta.yaml").is_file():
+        return "index is gone"
+    return ""
+
+
+def prune() -> list[str]:
+    """Forget folders (or indexes) that no longer exist; returns them."""
+    gone = [p for p in stores() if health(p)]
+    _update(lambda s: [s.pop(p, None) for p in gone])
+    return gone
+
+
+def select(all_: bool = False, tags: list[str] | None = None) -> list[str]:
+    """Registered folders, all of them or those with any of `tags`, in registry order."""
+    return [p for p, e in stores().items()
+            if all_ or set(tags or []) & set(e.get("tags", []))]

@@ -70,24 +70,44 @@ _COLUMNS = ["id", "path", "kind", "line_start", "line_end", "text"]
 class Searcher:
     """Searches one or more indexed folders; keeps embedding clients between queries.
 
-    With several folders, each list (code vectors, code BM25, prose vectors, prose BM25) is
-    merged across folders by its raw score before fusion, so the best chunk wins wherever it
-    lives: vector similarities from the same embedder are directly comparable, and BM25 scores
-    are treated as roughly so. (Federation proper, with a registry, is a later issue.)
+    The candidates of every table and folder are merged into one ranked list per embedder
+    (by cosine similarity, directly comparable for vectors of one embedder) and one BM25 list
+    (by BM25 score, comparable only roughly across indexes with different statistics), and
+    those lists are fused with RRF, so the best chunk wins wherever it lives.
     """
 
-    def __init__(self, roots: Path | Sequence[Path], settings: Settings) -> None:
+    def __init__(self, roots: Path | Sequence[Path], settings: Settings,
+                 skip_broken: bool = False) -> None:
         self.roots = [roots] if isinstance(roots, Path) else list(roots)
         self.settings = settings
+        # Federated search skips a broken folder with a one-line reason instead of failing.
+        self.skip_broken = skip_broken
+        self.warnings: list[str] = []
         self.stores: list[tuple[Store, dict[str, Any]]] = []
         for root in self.roots:
-            store = Store(root)
-            meta = store.read_meta()
-            if not meta:
-                raise HydraError(f"{root} has no index — run `hydra-rag index {root}`")
+            try:
+                store = Store(root)
+                if not root.is_dir():
+                    raise HydraError(f"{root} is gone (moved or deleted)")
+                meta = store.read_meta()
+                if not meta:
+                    raise HydraError(f"{root} has no index — run `hydra-rag index {root}`")
+            except HydraError as exc:
+                self._skip(exc)
+                continue
             tables = {t: v for t, v in meta.get("tables", {}).items() if t in TABLES}
             self.stores.append((store, tables))
+        if not self.stores:
+            raise HydraError("no usable index: " + "; ".join(self.warnings))
         self._clients: dict[str, EmbedClient] = {}
+        self._broken_embedders: set[str] = set()
+
+    def _skip(self, exc: HydraError) -> None:
+        if not self.skip_broken:
+            raise exc
+        msg = str(exc).splitlines()[0]
+        if msg not in self.warnings:
+            self.warnings.append(msg)
 
     @property
     def root(self) -> Path:
@@ -100,20 +120,38 @@ class Searcher:
 
     def _lists(self, query: str, tables: Sequence[str], candidates: int, tag: str,
                lists: dict[str, list[tuple[str, float]]], rows: dict[str, dict[str, Any]]) -> None:
+        # One query vector per distinct embedder, shared by every folder built with it.
         vectors: dict[str, Any] = {}
         for store, meta_tables in self.stores:
             for t in tables:
-                tbl = store.table(t)
-                if tbl is None or t not in meta_tables or tbl.count_rows() == 0:
+                try:
+                    tbl = store.table(t)
+                    if tbl is None or t not in meta_tables or tbl.count_rows() == 0:
+                        continue
+                    eid = meta_tables[t]["embedder"]
+                    if eid in self._broken_embedders:
+                        continue
+                    if eid not in vectors:
+                        try:
+                            vectors[eid] = self._client(eid).embed_query(query)
+                        except HydraError:
+                            self._broken_embedders.add(eid)
+                            raise
+                except HydraError as exc:
+                    self._skip(HydraError(f"skipping {store.root} ({t}): {exc}"))
                     continue
-                eid = meta_tables[t]["embedder"]
-                if eid not in vectors:
-                    vectors[eid] = self._client(eid).embed_query(query)
-                vec_hits = (
-                    tbl.search(vectors[eid], query_type="vector", vector_column_name="vector")
-                    .distance_type("dot").limit(candidates)
-                    .select([*_COLUMNS, "_distance"]).to_list()
-                )
+                except Exception as exc:  # a damaged table: LanceDB raises many types
+                    self._skip(HydraError(f"skipping {store.root} ({t}): index damaged ({exc})"))
+                    continue
+                try:
+                    vec_hits = (
+                        tbl.search(vectors[eid], query_type="vector", vector_column_name="vector")
+                        .distance_type("dot").limit(candidates)
+                        .select([*_COLUMNS, "_distance"]).to_list()
+                    )
+                except Exception as exc:  # a damaged table: LanceDB raises many types
+                    self._skip(HydraError(f"skipping {store.root} ({t}): index damaged ({exc})"))
+                    continue
                 try:
                     fts_hits = (
                         tbl.search(query, query_type="fts").limit(candidates)
@@ -121,8 +159,12 @@ class Searcher:
                     )
                 except Exception:  # a query the FTS parser rejects still gets vector results
                     fts_hits = []
-                for name, hits, score in ((f"{t}.vector{tag}", vec_hits, "_distance"),
-                                          (f"{t}.bm25{tag}", fts_hits, "_score")):
+                # One vector list per embedder and one BM25 list, across tables and folders:
+                # similarities from one embedder are comparable wherever the chunk lives, and
+                # a list per table or per folder would give every table's or folder's best hit
+                # the same fused score, however weak it is.
+                for name, hits, score in ((f"vector:{eid}{tag}", vec_hits, "_distance"),
+                                          (f"bm25{tag}", fts_hits, "_score")):
                     out = lists.setdefault(name, [])
                     for h in hits:
                         key = f"{store.root}\0{h['id']}"

@@ -18,7 +18,8 @@ COMMANDS = [
     ["sidecars", "list"], ["sidecars", "stop"], ["chat"], ["ask"], ["models"],
     ["models", "list"], ["models", "pull"], ["models", "add"], ["models", "rm"], ["sessions"],
     ["sessions", "list"], ["sessions", "show"], ["sessions", "rm"], ["create"], ["list"],
-    ["show"], ["rm"],
+    ["show"], ["rm"], ["stores"], ["stores", "list"], ["stores", "tag"], ["stores", "untag"],
+    ["stores", "rm"], ["stores", "prune"],
 ]
 
 
@@ -28,7 +29,7 @@ def test_every_command_is_registered_and_has_help() -> None:
     root = get_command(app)
     names = set(root.commands)  # type: ignore[attr-defined]
     assert {"index", "search", "doctor", "rag", "embedders", "sidecars", "chat", "ask", "models",
-            "sessions", "create", "list", "show", "rm"} <= names
+            "sessions", "create", "list", "show", "rm", "stores"} <= names
     for args in COMMANDS:
         proc = run_cli(*args, "--help")
         assert proc.returncode == 0, (args, proc.stderr)
@@ -93,7 +94,7 @@ def test_index_json_and_search_json(home: Path, corpus: Path) -> None:
     assert all(r["kind"] == "prose" for r in json.loads(proc.stdout)["results"])
 
     proc = run_cli("search", "X-Api-Key", "--path", str(corpus), "--explain", "-k", "1")
-    assert "src/auth.py:1-11" in proc.stdout and "code.bm25 #1" in proc.stdout
+    assert "src/auth.py:1-11" in proc.stdout and "bm25 #1" in proc.stdout
 
     queries = corpus.parent / "q.jsonl"
     queries.write_text('{"_id": "a", "text": "tomatoes"}\n{"_id": "b", "text": "aqueducts"}\n')

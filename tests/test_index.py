@@ -46,11 +46,11 @@ def test_index_and_search(home: Path, corpus: Path) -> None:
     assert registry.stores()[str(corpus)]["tags"] == ["demo"]
     # Exact string: BM25 finds it.
     hits = _search(corpus, "X-Api-Key")
-    assert hits[0].path == "src/auth.py" and "code.bm25" in hits[0].ranks
+    assert hits[0].path == "src/auth.py" and "bm25" in hits[0].ranks
     # Meaning: no shared words with the text, the vectors find it.
     hits = _search(corpus, "how often should I water my vegetable garden")
     assert hits[0].path == "docs/gardening.md"
-    assert hits[0].ranks.get("prose.vector") == 1
+    assert hits[0].ranks.get("vector:minilm-l6") == 1
     assert (hits[0].line_start, hits[0].line_end) == (1, 4)
     # Every table's FTS index covers every row.
     store = Store(corpus)

@@ -1,0 +1,95 @@
+"""Federated retrieval over several real indexed folders: relevance order, tags, broken stores."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from conftest import run_cli, write_tree
+
+QUESTION = "where is the Zephyr launch code kept"
+
+
+def _make(tmp: Path) -> list[Path]:
+    a = write_tree(tmp / "alpha", {
+        "notes.md": "# Alpha notes\n\nThe team lunch is on Fridays at noon in the park.\n",
+        "deploy.md": "# Deploys\n\nWe deploy the web app with a blue-green switch.\n"})
+    b = write_tree(tmp / "beta", {
+        "garden.md": "# Garden\n\nTomatoes need full sun and deep watering.\n",
+        "code.py": "def launch():\n    return 'started'\n"})
+    c = write_tree(tmp / "gamma", {
+        "secrets-policy.md": "# Project Zephyr\n\nThe Zephyr launch code is kept in the blue "
+                             "safe in the basement archive.\n",
+        "misc.md": "# Misc\n\nParking permits are renewed every March.\n"})
+    return [a, b, c]
+
+
+def _index(folder: Path, *tags: str) -> None:
+    proc = run_cli("index", str(folder), *[x for t in tags for x in ("--tag", t)])
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_all_ranks_by_relevance_not_registry_order(isolated_home: Path, tmp_path: Path) -> None:
+    a, b, c = _make(tmp_path)
+    _index(a, "work")
+    _index(b)
+    _index(c, "work")  # the only answer lives in the folder registered last
+    proc = run_cli("search", QUESTION, "--all", "--json", "-k", "5")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    assert (results[0]["store"], results[0]["path"]) == (str(c), "secrets-policy.md")
+    assert results[0]["score"] > results[1]["score"]
+    assert {r["store"] for r in results} >= {str(a), str(b)}  # the others were searched too
+
+    proc = run_cli("search", QUESTION, "--tag", "work", "--json", "-k", "10")
+    stores = {r["store"] for r in json.loads(proc.stdout)["results"]}
+    assert stores == {str(a), str(c)}
+
+    proc = run_cli("search", QUESTION, "--path", str(a), "--path", str(c), "-k", "2")
+    assert "gamma:secrets-policy.md:1-3" in proc.stdout
+
+    proc = run_cli("ask", "smollm2-135m", "Where is the Zephyr launch code kept?", "--rag-all",
+                   "--json", "--max-tokens", "24", "--temperature", "0")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["sources"][0]["store"], out["sources"][0]["path"]) == (str(c), "secrets-policy.md")
+
+
+def test_broken_stores_are_skipped_with_a_warning(isolated_home: Path, tmp_path: Path) -> None:
+    a, b, c = _make(tmp_path)
+    for f in (a, b, c):
+        _index(f)
+    shutil.move(str(b), str(tmp_path / "beta-moved"))       # moved away
+    (a / ".hydra-index" / "meta.yaml").write_text("tables: [broken\n")  # corrupted
+    proc = run_cli("search", QUESTION, "--all", "--json")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    assert results[0]["store"] == str(c)
+    assert {r["store"] for r in results} == {str(c)}
+    assert f"warning: {b} is gone" in proc.stderr
+    assert str(a / ".hydra-index" / "meta.yaml") in proc.stderr and "corrupt" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+    listed = {r["path"]: r for r in json.loads(run_cli("stores", "list", "--json").stdout)}
+    assert listed[str(b)]["folder_exists"] is False and listed[str(b)]["problem"]
+    assert listed[str(c)]["chunks"] == {"prose": 2} and listed[str(c)]["problem"] == ""
+    proc = run_cli("stores", "prune")
+    assert f"forgot {b}" in proc.stdout and str(c) not in proc.stdout
+
+
+def test_stores_commands(isolated_home: Path, tmp_path: Path) -> None:
+    a, b, _ = _make(tmp_path)
+    _index(a)
+    _index(b, "home")
+    assert run_cli("stores", "tag", str(a), "work", "x").returncode == 0
+    assert run_cli("stores", "untag", str(a), "x").returncode == 0
+    listed = {r["path"]: r for r in json.loads(run_cli("stores", "list", "--json").stdout)}
+    assert listed[str(a)]["tags"] == ["work"] and listed[str(b)]["tags"] == ["home"]
+    assert listed[str(a)]["embedders"] == {"code": "minilm-l6", "prose": "minilm-l6"}
+    proc = run_cli("stores", "rm", str(a), "--delete-index")
+    assert proc.returncode == 0 and not (a / ".hydra-index").exists()
+    proc = run_cli("stores", "tag", str(a), "y")
+    assert proc.returncode == 1 and "not a registered folder" in proc.stderr
+    proc = run_cli("search", "x", "--tag", "nothing-tagged")
+    assert proc.returncode == 1 and "no folders tagged nothing-tagged" in proc.stderr
