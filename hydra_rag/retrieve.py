@@ -9,6 +9,7 @@ beat one ranked 1st by only one of them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,7 @@ class Searcher:
             raise HydraError("no usable index: " + "; ".join(self.warnings))
         self._clients: dict[str, EmbedClient] = {}
         self._broken_embedders: set[str] = set()
+        self._sizes: dict[str, tuple[int, int]] = {}
 
     def _skip(self, exc: HydraError) -> None:
         if not self.skip_broken:
@@ -118,62 +120,89 @@ class Searcher:
             self._clients[embedder_id] = connect(get_embedder(embedder_id), self.settings)
         return self._clients[embedder_id]
 
+    def _searchable(self, store: Store, meta_tables: dict[str, Any], t: str) -> bool:
+        """Skip tables known to be empty (from files.json, read once) without a query."""
+        try:
+            stamp = store.files_path.stat().st_mtime_ns
+        except OSError:
+            stamp = -1
+        key = f"{store.root}\0{t}"
+        if self._sizes.get(key, (None, 0))[0] != stamp:  # re-read only after an index run
+            try:
+                files = store.read_files()
+                size = sum(len(e.chunks) for e in files.values() if e.kind == t)
+            except HydraError:
+                size = -1  # unknown: search it
+            self._sizes[key] = (stamp, size)
+        return t in meta_tables and self._sizes[key][1] != 0
+
+    def _query_table(self, store: Store, t: str, vector: Any, query: str,
+                     candidates: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        tbl = store.table(t)
+        if tbl is None:
+            return [], []
+        vec_hits = (
+            tbl.search(vector, query_type="vector", vector_column_name="vector")
+            .distance_type("dot").limit(candidates)
+            .select([*_COLUMNS, "_distance"]).to_list()
+        )
+        try:
+            fts_hits = (
+                tbl.search(query, query_type="fts").limit(candidates)
+                .select([*_COLUMNS, "_score"]).to_list()
+            )
+        except Exception:  # a query the FTS parser rejects still gets vector results
+            fts_hits = []
+        return vec_hits, fts_hits
+
     def _lists(self, query: str, tables: Sequence[str], candidates: int, tag: str,
                lists: dict[str, list[tuple[str, float]]], rows: dict[str, dict[str, Any]]) -> None:
         # One query vector per distinct embedder, shared by every folder built with it.
         vectors: dict[str, Any] = {}
+        jobs: list[tuple[Store, str, str]] = []
         for store, meta_tables in self.stores:
             for t in tables:
-                try:
-                    tbl = store.table(t)
-                    if tbl is None or t not in meta_tables or tbl.count_rows() == 0:
+                if not self._searchable(store, meta_tables, t):
+                    continue
+                eid = meta_tables[t]["embedder"]
+                if eid in self._broken_embedders:
+                    continue
+                if eid not in vectors:
+                    try:
+                        vectors[eid] = self._client(eid).embed_query(query)
+                    except HydraError as exc:
+                        self._broken_embedders.add(eid)
+                        self._skip(HydraError(f"skipping folders built with {eid}: {exc}"))
                         continue
-                    eid = meta_tables[t]["embedder"]
-                    if eid in self._broken_embedders:
-                        continue
-                    if eid not in vectors:
-                        try:
-                            vectors[eid] = self._client(eid).embed_query(query)
-                        except HydraError:
-                            self._broken_embedders.add(eid)
-                            raise
-                except HydraError as exc:
-                    self._skip(HydraError(f"skipping {store.root} ({t}): {exc}"))
-                    continue
-                except Exception as exc:  # a damaged table: LanceDB raises many types
-                    self._skip(HydraError(f"skipping {store.root} ({t}): index damaged ({exc})"))
-                    continue
-                try:
-                    vec_hits = (
-                        tbl.search(vectors[eid], query_type="vector", vector_column_name="vector")
-                        .distance_type("dot").limit(candidates)
-                        .select([*_COLUMNS, "_distance"]).to_list()
-                    )
-                except Exception as exc:  # a damaged table: LanceDB raises many types
-                    self._skip(HydraError(f"skipping {store.root} ({t}): index damaged ({exc})"))
-                    continue
-                try:
-                    fts_hits = (
-                        tbl.search(query, query_type="fts").limit(candidates)
-                        .select([*_COLUMNS, "_score"]).to_list()
-                    )
-                except Exception:  # a query the FTS parser rejects still gets vector results
-                    fts_hits = []
-                # One vector list per embedder and one BM25 list, across tables and folders:
-                # similarities from one embedder are comparable wherever the chunk lives, and
-                # a list per table or per folder would give every table's or folder's best hit
-                # the same fused score, however weak it is.
-                for name, hits, score in ((f"vector:{eid}{tag}", vec_hits, "_distance"),
-                                          (f"bm25{tag}", fts_hits, "_score")):
-                    out = lists.setdefault(name, [])
-                    for h in hits:
-                        key = f"{store.root}\0{h['id']}"
-                        # dot distance is 1 - cosine for unit vectors: similarity = 1 - d
-                        raw = 1.0 - h[score] if score == "_distance" else float(h[score])
-                        out.append((key, raw))
-                        r = rows.setdefault(key, {**h, "store": str(store.root)})
-                        if score == "_distance":
-                            r["similarity"] = max(r.get("similarity", -1.0), raw)
+                jobs.append((store, t, eid))
+        # LanceDB searches release the GIL: folders are searched in parallel.
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(jobs)))) as pool:
+            futures = [pool.submit(self._query_table, store, t, vectors[eid], query, candidates)
+                       for store, t, eid in jobs]
+        for (store, t, eid), fut in zip(jobs, futures, strict=True):
+            try:
+                vec_hits, fts_hits = fut.result()
+            except HydraError as exc:
+                self._skip(HydraError(f"skipping {store.root} ({t}): {exc}"))
+                continue
+            except Exception as exc:  # a damaged table: LanceDB raises many types
+                self._skip(HydraError(f"skipping {store.root} ({t}): index damaged ({exc})"))
+                continue
+            # One vector list per embedder and one BM25 list, across tables and folders:
+            # similarities from one embedder are comparable wherever the chunk lives, and a
+            # list per table or per folder would give every table's or folder's best hit the
+            # same fused score, however weak it is.
+            for name, hits, score in ((f"vector:{eid}{tag}", vec_hits, "_distance"),
+                                      (f"bm25{tag}", fts_hits, "_score")):
+                out = lists.setdefault(name, [])
+                for h in hits:
+                    key = f"{store.root}\0{h['id']}"
+                    # dot distance is 1 - cosine for unit vectors: similarity = 1 - d
+                    raw = 1.0 - h[score] if score == "_distance" else float(h[score])
+                    out.append((key, raw))
+                    r = rows.setdefault(key, {**h, "store": str(store.root)})
+                    if score == "_distance":
+                        r["similarity"] = max(r.get("similarity", -1.0), raw)
 
     def search(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
                candidates: int = CANDIDATES, also: str | None = None) -> list[Hit]:
