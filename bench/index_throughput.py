@@ -60,7 +60,7 @@ def pipeline_chunks(root: Path, model: Path) -> list[str]:
     tok = Tokenizer(str(model))
     texts = []
     for cand in Walker(root).walk().files:
-        text, _ = read_text(root / cand.rel, cand.size)
+        text, _ = read_text(root / cand.rel)
         if text is not None:
             texts += [c.text for c in chunk_text(text, fits=lambda s: tok.count(s) + 1 <= 512)]
     return texts

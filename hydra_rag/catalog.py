@@ -181,6 +181,14 @@ def _start_entry(kind: str, origin: str, index: int, raw: Any,
     return where
 
 
+def _check_port_and_location(where: str, entry: Embedder | ChatModel, ports: range) -> None:
+    """A sidecar port inside the entry kind's range, and somewhere to get the model from."""
+    if entry.port not in ports:
+        raise ConfigError(f"{where}: field 'port' must be in {ports.start}-{ports.stop - 1}")
+    if not (entry.file or entry.path or entry.url):
+        raise ConfigError(f"{where}: needs one of 'file', 'path' or 'url'")
+
+
 def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
     """Validate one catalog entry; errors name the file, the entry and the field."""
     where = _start_entry("embedder", origin, index, raw, _FIELDS, ("id", "dims"))
@@ -201,12 +209,7 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
         raise ConfigError(f"{where}: field 'kind' must be one of {', '.join(KINDS)}")
     if emb.pooling not in POOLINGS:
         raise ConfigError(f"{where}: field 'pooling' must be one of {', '.join(POOLINGS)}")
-    if emb.port not in EMBED_PORTS:
-        raise ConfigError(
-            f"{where}: field 'port' must be in {EMBED_PORTS.start}-{EMBED_PORTS.stop - 1}"
-        )
-    if not (emb.file or emb.path or emb.url):
-        raise ConfigError(f"{where}: needs one of 'file', 'path' or 'url'")
+    _check_port_and_location(where, emb, EMBED_PORTS)
     return emb
 
 
@@ -225,12 +228,7 @@ def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
         raise ConfigError(f"{where}: field 'context' must be at least 256, got {model.context}")
     if model.chat_format not in CHAT_FORMATS:
         raise ConfigError(f"{where}: field 'chat_format' must be one of {', '.join(CHAT_FORMATS)}")
-    if model.port not in CHAT_PORTS:
-        raise ConfigError(
-            f"{where}: field 'port' must be in {CHAT_PORTS.start}-{CHAT_PORTS.stop - 1}"
-        )
-    if not (model.file or model.path or model.url):
-        raise ConfigError(f"{where}: needs one of 'file', 'path' or 'url'")
+    _check_port_and_location(where, model, CHAT_PORTS)
     return model
 
 

@@ -84,7 +84,7 @@ class _ProgressView:
     def __call__(self, p: Any) -> None:
         if p.stage != "embed":
             if p.message:
-                self._stop()
+                self.stop()
                 _say(p.message)
             return
         if self.live:
@@ -115,7 +115,7 @@ class _ProgressView:
                 self._last_plain = p.chunks_done
                 _say(f"indexed {p.files_done}/{p.files_total} files, {p.chunks_done} chunks embedded")
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
@@ -164,7 +164,7 @@ def index(
     try:
         report = index_folder(path, settings, include, exclude, full, tag, wait, view, repair)
     finally:
-        view._stop()
+        view.stop()
     if as_json:
         _print_json(report.to_json())
         return

@@ -105,7 +105,7 @@ def dry_run(root: Path, include: list[str] | None = None,
     files = []
     skipped = {k: list(v) for k, v in walked.skipped_paths.items()}
     for cand in walked.files:
-        text, why = read_text(root / cand.rel, cand.size)
+        text, why = read_text(root / cand.rel)
         if text is None:
             skipped.setdefault(why, []).append(cand.rel)
         else:
@@ -346,7 +346,7 @@ class _Run:
 
     def _prepare(self, cand: Candidate) -> _Prepared:
         """Read, classify and chunk one file (no index state is touched: runs in a thread)."""
-        text, why = read_text(self.root / cand.rel, cand.size)
+        text, why = read_text(self.root / cand.rel)
         if text is None:
             return _Prepared(cand, None, [], why)
         kind = classify(cand.rel, text[:200])

@@ -111,17 +111,13 @@ class Searcher:
         if msg not in self.warnings:
             self.warnings.append(msg)
 
-    @property
-    def root(self) -> Path:
-        return self.roots[0]
-
     def _client(self, embedder_id: str) -> EmbedClient:
         if embedder_id not in self._clients:
             self._clients[embedder_id] = connect(get_embedder(embedder_id), self.settings)
         return self._clients[embedder_id]
 
     def _searchable(self, store: Store, meta_tables: dict[str, Any], t: str) -> bool:
-        """Skip tables known to be empty (from files.json, read once) without a query."""
+        """Skip tables known to be empty (from files.json, re-read only when it changed)."""
         try:
             stamp = store.files_path.stat().st_mtime_ns
         except OSError:

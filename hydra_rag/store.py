@@ -266,10 +266,6 @@ class Store:
             )
         return out
 
-    def count(self, name: str) -> int:
-        tbl = self.table(name)
-        return 0 if tbl is None else int(tbl.count_rows())
-
 
 def new_meta(embedders: dict[str, tuple[str, int]]) -> dict[str, Any]:
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")

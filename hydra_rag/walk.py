@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -358,7 +357,7 @@ class Walker:
             result.files.append(Candidate(rel, st.st_size, st.st_mtime_ns))
 
 
-def read_text(path: Path, size_hint: int) -> tuple[str | None, str]:
+def read_text(path: Path) -> tuple[str | None, str]:
     """Read a file as UTF-8; returns (text, "") or (None, skip reason)."""
     try:
         data = path.read_bytes()
@@ -382,7 +381,3 @@ def read_text(path: Path, size_hint: int) -> tuple[str | None, str]:
         text = text[1:]
     return text, ""
 
-
-def iter_skips(result: WalkResult) -> Iterator[tuple[str, int]]:
-    """Skip reasons with their counts, most common first."""
-    yield from result.skipped.most_common()

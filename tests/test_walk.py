@@ -142,16 +142,16 @@ def test_unreadable_folder_is_counted(tmp_path: Path) -> None:
 def test_read_text_content_checks(tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_bytes(b"abc\x00")
-    assert read_text(f, 4) == (None, "binary")
+    assert read_text(f) == (None, "binary")
     f.write_bytes(b"\xff\xfe bad")
-    assert read_text(f, 6) == (None, "not_utf8")
+    assert read_text(f) == (None, "not_utf8")
     # A valid file whose multi-byte characters straddle any 1 KiB / 8 KiB window boundary.
     text = ("a" + "Ж" * 5000 + "\n") * 20
     f.write_text(text, encoding="utf-8")
-    assert read_text(f, f.stat().st_size) == (text, "")
+    assert read_text(f) == (text, "")
     f.write_bytes("\ufeffwith bom\n".encode())
-    assert read_text(f, 10) == ("with bom\n", "")
-    assert read_text(tmp_path / "missing", 1) == (None, "vanished")
+    assert read_text(f) == ("with bom\n", "")
+    assert read_text(tmp_path / "missing") == (None, "vanished")
 
 
 @pytest.mark.parametrize(
