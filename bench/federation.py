@@ -1,7 +1,7 @@
 """Federated search: 20 folders holding N chunks in total next to one folder holding the same
 N chunks, in the same run — latency and whether the top results are the same.
 
-    python bench/federation.py [--docs 600] [--shards 20] [--queries 40]
+    python bench/federation.py [--docs 600] [--shards 20] [--queries 100]
 
 Documents are SciFact abstracts from ../shared/data/scifact (one Markdown file each); queries
 are SciFact claims. Work files go to bench/.work/.
@@ -50,7 +50,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=int, default=600)
     ap.add_argument("--shards", type=int, default=20)
-    ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--queries", type=int, default=100)
     args = ap.parse_args()
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
     subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup"], check=True,

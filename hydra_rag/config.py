@@ -26,6 +26,9 @@ class Settings:
     threads: int = 0  # 0: one per core
     embed_batch: int = 64  # texts per /v1/embeddings request
     index_batch: int = 512  # chunks per stored batch (what an interruption can lose)
+    # Memory a search process may use to hold small tables' vectors and rows (0: none); see
+    # retrieve.Searcher for why.
+    search_cache_mb: int = 128
 
     def embedder_for(self, table: str) -> str:
         """The embedder id chosen for the `code` or `prose` table."""

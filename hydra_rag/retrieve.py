@@ -8,22 +8,28 @@ beat one ranked 1st by only one of them.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hydra_rag.catalog import get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.embed import EmbedClient, connect
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.store import TABLES, Store
 
 RRF_K = 60
 # Candidates taken from each list before fusion; fusion happens before the cut to top-k.
 CANDIDATES = 50
+# Tables up to this many chunks are searched in memory (when search_cache_mb allows).
+CACHED_ROWS = 20_000
 
 
 @dataclass(frozen=True)
@@ -68,13 +74,96 @@ def find_index_root(start: Path) -> Path:
 _COLUMNS = ["id", "path", "kind", "line_start", "line_end", "text"]
 
 
+@dataclass
+class _Found:
+    """One list's candidates from one table: ids, raw scores (cosine similarity or BM25), and
+    where their rows are (an Arrow table and row numbers) — read only for the final winners."""
+
+    ids: list[str]
+    scores: list[float]
+    rows: Any
+    at: list[int]
+
+    @classmethod
+    def from_lance(cls, table: Any, score_col: str) -> _Found:
+        raw = table.column(score_col).to_pylist()
+        if score_col == "_distance":  # dot distance is 1 - cosine for unit vectors
+            raw = [1.0 - d for d in raw]
+        return cls(table.column("id").to_pylist(), raw, table, list(range(len(raw))))
+
+
+@dataclass
+class _Lists:
+    """Ranked candidates per list name, as (key, raw score), and where each key's row lives."""
+
+    scores: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    where: dict[str, tuple[str, Any, int]] = field(default_factory=dict)  # key → (store, arrow, row)
+    similarity: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, store: str, found: _Found, vector: bool) -> None:
+        out = self.scores.setdefault(name, [])
+        for cid, value, at in zip(found.ids, found.scores, found.at, strict=True):
+            key = f"{store}\0{cid}"
+            if vector:
+                self.similarity[key] = max(self.similarity.get(key, -1.0), value)
+            out.append((key, value))
+            self.where.setdefault(key, (store, found.rows, at))
+
+    def row(self, key: str) -> dict[str, Any]:
+        store, table, i = self.where[key]
+        return {**table.slice(i, 1).to_pylist()[0], "store": store}
+
+
+@dataclass
+class _Cached:
+    """A small table held in memory: its rows (Arrow), vectors (n × dims), chunk ids, and
+    LanceDB row id → row, so that a full-text query need return row ids and scores only."""
+
+    stamp: int
+    rows: Any
+    vectors: Any
+    ids: list[str]
+    rowids: list[int]
+    index: dict[int, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = {r: i for i, r in enumerate(self.rowids)}
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.rows.nbytes + self.vectors.nbytes + 150 * len(self.ids))
+
+    def nearest(self, vector: Any, limit: int) -> _Found:
+        """Exact kNN by dot product (cosine for unit vectors), as LanceDB would answer it."""
+        sims = self.vectors @ vector
+        top = np.argpartition(-sims, limit - 1)[:limit] if limit < len(sims) else np.arange(len(sims))
+        top = top[np.argsort(-sims[top], kind="stable")].tolist()
+        return _Found([self.ids[i] for i in top], sims[top].tolist(), self.rows, top)
+
+    def take(self, found: Any) -> _Found:
+        """A full-text result of row ids and scores, pointed at the cached rows (the query and
+        the cache read the same table version, so every row id is there)."""
+        at = [self.index[r] for r in found.column("_rowid").to_pylist()]
+        return _Found([self.ids[i] for i in at], found.column("_score").to_pylist(), self.rows, at)
+
+
 class Searcher:
-    """Searches one or more indexed folders; keeps embedding clients between queries.
+    """Searches one or more indexed folders; keeps embedding clients and open tables between
+    queries.
 
     The candidates of every table and folder are merged into one ranked list per embedder
     (by cosine similarity, directly comparable for vectors of one embedder) and one BM25 list
     (by BM25 score, comparable only roughly across indexes with different statistics), and
     those lists are fused with RRF, so the best chunk wins wherever it lives.
+
+    All LanceDB queries of one search run at once on LanceDB's async API (each query has a
+    fixed cost of about a millisecond that threads over the sync API did not overlap), and the
+    full-text queries start while the question is being embedded.
+
+    Every LanceDB query costs about a millisecond however small the table, so twenty small
+    folders cost twenty times one. Tables of up to CACHED_ROWS chunks are therefore read into
+    memory once (within `search_cache_mb`, refreshed when files.json changes) and searched
+    there exactly, by dot product, leaving one full-text query per table.
     """
 
     def __init__(self, roots: Path | Sequence[Path], settings: Settings,
@@ -103,6 +192,16 @@ class Searcher:
         self._clients: dict[str, EmbedClient] = {}
         self._broken_embedders: set[str] = set()
         self._sizes: dict[str, tuple[int, int]] = {}
+        # Open async tables, reopened when files.json changes (another process re-indexed).
+        self._tables: dict[str, tuple[int, Any]] = {}
+        self._cache: dict[str, _Cached | None] = {}  # None: not worth caching at this stamp
+        self._cache_stamps: dict[str, int] = {}
+        self._loop = asyncio.new_event_loop()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hydra-embed")
+        weakref.finalize(self, _close, self._loop, self._pool)
+
+    def close(self) -> None:
+        _close(self._loop, self._pool)
 
     def _skip(self, exc: HydraError) -> None:
         if not self.skip_broken:
@@ -116,12 +215,19 @@ class Searcher:
             self._clients[embedder_id] = connect(get_embedder(embedder_id), self.settings)
         return self._clients[embedder_id]
 
-    def _searchable(self, store: Store, meta_tables: dict[str, Any], t: str) -> bool:
-        """Skip tables known to be empty (from files.json, re-read only when it changed)."""
+    def _embed(self, embedder_id: str, queries: list[str]) -> Any:
+        """Query vectors for one embedder, all queries in one request."""
+        client = self._client(embedder_id)
+        return client.embed(queries, client.embedder.query_prefix)
+
+    def _stamp(self, store: Store) -> int:
         try:
-            stamp = store.files_path.stat().st_mtime_ns
+            return store.files_path.stat().st_mtime_ns
         except OSError:
-            stamp = -1
+            return -1
+
+    def _searchable(self, store: Store, meta_tables: dict[str, Any], t: str, stamp: int) -> bool:
+        """Skip tables known to be empty (from files.json, re-read only when it changed)."""
         key = f"{store.root}\0{t}"
         if self._sizes.get(key, (None, 0))[0] != stamp:  # re-read only after an index run
             try:
@@ -132,73 +238,125 @@ class Searcher:
             self._sizes[key] = (stamp, size)
         return t in meta_tables and self._sizes[key][1] != 0
 
-    def _query_table(self, store: Store, t: str, vector: Any, query: str,
-                     candidates: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        tbl = store.table(t)
-        if tbl is None:
-            return [], []
-        vec_hits = (
-            tbl.search(vector, query_type="vector", vector_column_name="vector")
-            .distance_type("dot").limit(candidates)
-            .select([*_COLUMNS, "_distance"]).to_list()
-        )
-        try:
-            fts_hits = (
-                tbl.search(query, query_type="fts").limit(candidates)
-                .select([*_COLUMNS, "_score"]).to_list()
-            )
-        except Exception:  # a query the FTS parser rejects still gets vector results
-            fts_hits = []
-        return vec_hits, fts_hits
+    async def _table(self, store: Store, t: str, stamp: int) -> Any:
+        key = f"{store.root}\0{t}"
+        cached = self._tables.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        if t not in store.table_names():
+            raise IndexError_(f"table {t!r} in {store.dir} is missing; "
+                              f"run `hydra-rag index {store.root} --full`")
+        import lancedb
 
-    def _lists(self, query: str, tables: Sequence[str], candidates: int, tag: str,
-               lists: dict[str, list[tuple[str, float]]], rows: dict[str, dict[str, Any]]) -> None:
-        # One query vector per distinct embedder, shared by every folder built with it.
-        vectors: dict[str, Any] = {}
-        jobs: list[tuple[Store, str, str]] = []
+        try:
+            db = await lancedb.connect_async(str(store.dir / "lance"))
+            tbl = await db.open_table(t)
+        except Exception as exc:  # LanceDB raises several types for a damaged table
+            raise IndexError_(f"table {t!r} in {store.dir} cannot be opened ({exc}); "
+                              f"run `hydra-rag index {store.root} --full`") from None
+        self._tables[key] = (stamp, tbl)
+        return tbl
+
+    async def _cached(self, key: str, tbl: Any, stamp: int) -> _Cached | None:
+        """The table in memory, if it is small enough and the budget allows."""
+        if self._cache_stamps.get(key) == stamp:
+            return self._cache.get(key)
+        self._cache.pop(key, None)
+        self._cache_stamps[key] = stamp
+        size = self._sizes.get(key, (0, -1))[1]
+        used = sum(c.nbytes for c in self._cache.values() if c is not None)
+        budget = self.settings.search_cache_mb * 2**20
+        if not 0 < size <= CACHED_ROWS or used >= budget:
+            return None
+        data = await tbl.query().with_row_id().select([*_COLUMNS, "vector"]).to_arrow()
+        vec = data.column("vector").combine_chunks()
+        dims = vec.type.list_size
+        cached = _Cached(
+            stamp, data.drop_columns(["vector", "_rowid"]).combine_chunks(),
+            vec.flatten().to_numpy().astype(np.float32, copy=False).reshape(len(vec), dims),
+            data.column("id").to_pylist(), data.column("_rowid").to_pylist(),
+        )
+        if used + cached.nbytes <= budget:
+            self._cache[key] = cached
+        return cached
+
+    async def _search_table(self, store: Store, t: str, stamp: int, vectors: Any,
+                            queries: list[str], candidates: int) -> list[tuple[Any, Any]]:
+        """(vector result, full-text result) per query, as Arrow tables."""
+        tbl = await self._table(store, t, stamp)
+        cached = await self._cached(f"{store.root}\0{t}", tbl, stamp)
+
+        async def fts(q: str) -> Any:
+            query = tbl.query().nearest_to_text(q).limit(candidates)
+            # Reading no column at all (row ids only) saves a third of a small query's time.
+            query = query.with_row_id().select(["_score"]) if cached else query.select(
+                [*_COLUMNS, "_score"])
+            try:
+                found = await query.to_arrow()
+            except Exception:  # a query the FTS parser rejects still gets vector results
+                return None
+            return cached.take(found) if cached else _Found.from_lance(found, "_score")
+
+        fts_jobs = [asyncio.ensure_future(fts(q)) for q in queries]
+        matrix = await vectors  # embedded meanwhile, in a thread
+        if cached:
+            vec = [cached.nearest(matrix[i], candidates) for i in range(len(queries))]
+        else:
+            vec = [_Found.from_lance(found, "_distance") for found in await asyncio.gather(*[
+                tbl.query().nearest_to(matrix[i]).column("vector").distance_type("dot")
+                .limit(candidates).select([*_COLUMNS, "_distance"]).to_arrow()
+                for i in range(len(queries))
+            ])]
+        return list(zip(vec, await asyncio.gather(*fts_jobs), strict=True))
+
+    async def _gather(self, queries: list[str], tables: Sequence[str],
+                      candidates: int) -> _Lists:
+        loop = asyncio.get_running_loop()
+        jobs: list[tuple[Store, str, str, int]] = []
         for store, meta_tables in self.stores:
+            stamp = self._stamp(store)
             for t in tables:
-                if not self._searchable(store, meta_tables, t):
+                if not self._searchable(store, meta_tables, t, stamp):
                     continue
                 eid = meta_tables[t]["embedder"]
-                if eid in self._broken_embedders:
-                    continue
-                if eid not in vectors:
-                    try:
-                        vectors[eid] = self._client(eid).embed_query(query)
-                    except HydraError as exc:
-                        self._broken_embedders.add(eid)
-                        self._skip(HydraError(f"skipping folders built with {eid}: {exc}"))
-                        continue
-                jobs.append((store, t, eid))
-        # LanceDB searches release the GIL: folders are searched in parallel.
-        with ThreadPoolExecutor(max_workers=min(8, max(1, len(jobs)))) as pool:
-            futures = [pool.submit(self._query_table, store, t, vectors[eid], query, candidates)
-                       for store, t, eid in jobs]
-        for (store, t, eid), fut in zip(jobs, futures, strict=True):
-            try:
-                vec_hits, fts_hits = fut.result()
-            except HydraError as exc:
-                self._skip(HydraError(f"skipping {store.root} ({t}): {exc}"))
+                if eid not in self._broken_embedders:
+                    jobs.append((store, t, eid, stamp))
+        # One embedding request per distinct embedder, shared by every folder built with it.
+        vectors = {eid: loop.run_in_executor(self._pool, self._embed, eid, queries)
+                   for eid in dict.fromkeys(j[2] for j in jobs)}
+        results = await asyncio.gather(
+            *[self._search_table(store, t, stamp, vectors[eid], queries, candidates)
+              for store, t, eid, stamp in jobs],
+            return_exceptions=True,
+        )
+        out = _Lists()
+        for (store, t, eid, _), res in zip(jobs, results, strict=True):
+            if eid in self._broken_embedders:
                 continue
-            except Exception as exc:  # a damaged table: LanceDB raises many types
-                self._skip(HydraError(f"skipping {store.root} ({t}): index damaged ({exc})"))
+            if isinstance(res, BaseException):
+                try:
+                    await vectors[eid]
+                except HydraError as exc:
+                    self._broken_embedders.add(eid)
+                    self._skip(HydraError(f"skipping folders built with {eid}: {exc}"))
+                    continue
+                if isinstance(res, HydraError):
+                    self._skip(HydraError(f"skipping {store.root} ({t}): {res}"))
+                elif isinstance(res, Exception):  # a damaged table: LanceDB raises many types
+                    self._skip(HydraError(f"skipping {store.root} ({t}): index damaged ({res})"))
+                else:
+                    raise res
                 continue
             # One vector list per embedder and one BM25 list, across tables and folders:
             # similarities from one embedder are comparable wherever the chunk lives, and a
             # list per table or per folder would give every table's or folder's best hit the
             # same fused score, however weak it is.
-            for name, hits, score in ((f"vector:{eid}{tag}", vec_hits, "_distance"),
-                                      (f"bm25{tag}", fts_hits, "_score")):
-                out = lists.setdefault(name, [])
-                for h in hits:
-                    key = f"{store.root}\0{h['id']}"
-                    # dot distance is 1 - cosine for unit vectors: similarity = 1 - d
-                    raw = 1.0 - h[score] if score == "_distance" else float(h[score])
-                    out.append((key, raw))
-                    r = rows.setdefault(key, {**h, "store": str(store.root)})
-                    if score == "_distance":
-                        r["similarity"] = max(r.get("similarity", -1.0), raw)
+            for i, (vec_hits, fts_hits) in enumerate(res):
+                tag = "" if i == 0 else "+context"
+                out.add(f"vector:{eid}{tag}", str(store.root), vec_hits, vector=True)
+                if fts_hits is not None:
+                    out.add(f"bm25{tag}", str(store.root), fts_hits, vector=False)
+        return out
 
     def search(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
                candidates: int = CANDIDATES, also: str | None = None) -> list[Hit]:
@@ -207,17 +365,22 @@ class Searcher:
         query = query.strip()
         if not query:
             raise HydraError("the query is empty")
-        lists: dict[str, list[tuple[str, float]]] = {}
-        rows: dict[str, dict[str, Any]] = {}
-        self._lists(query, tables, candidates, "", lists, rows)
+        queries = [query]
         if also and also.strip() and also.strip() != query:
-            self._lists(also.strip(), tables, candidates, "+context", lists, rows)
+            queries.append(also.strip())
+        found = self._loop.run_until_complete(self._gather(queries, tables, candidates))
         ranked = {name: [key for key, _ in sorted(items, key=lambda kv: -kv[1])][:candidates]
-                  for name, items in lists.items()}
+                  for name, items in found.scores.items()}
         hits = []
         for key, score, ranks in rrf(ranked)[:k]:
-            r = rows[key]
+            r = found.row(key)
             hits.append(Hit(r["store"], r["path"], r["kind"], int(r["line_start"]),
                             int(r["line_end"]), r["text"], score, ranks, r["id"],
-                            r.get("similarity")))
+                            found.similarity.get(key)))
         return hits
+
+
+def _close(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
+    pool.shutdown(wait=False)
+    if not loop.is_closed():
+        loop.close()

@@ -93,3 +93,35 @@ def test_stores_commands(isolated_home: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1 and "not a registered folder" in proc.stderr
     proc = run_cli("search", "x", "--tag", "nothing-tagged")
     assert proc.returncode == 1 and "no folders tagged nothing-tagged" in proc.stderr
+
+
+def test_in_memory_tables_answer_like_lancedb_and_follow_reindexing(
+        isolated_home: Path, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from hydra_rag.config import load_settings
+    from hydra_rag.retrieve import Searcher
+
+    folders = _make(tmp_path)
+    for f in folders:
+        _index(f)
+    settings = load_settings()
+    cached = Searcher(folders, settings)
+    direct = Searcher(folders, replace(settings, search_cache_mb=0))
+    for q in (QUESTION, "watering tomatoes", "def launch", "blue"):
+        a, b = cached.search(q, 8), direct.search(q, 8)
+        assert [(h.store, h.id, h.ranks) for h in a] == [(h.store, h.id, h.ranks) for h in b]
+        assert [h.text for h in a] == [h.text for h in b]
+        for x, y in zip(a, b, strict=True):
+            assert x.similarity is not None and y.similarity is not None
+            assert abs(x.similarity - y.similarity) < 1e-4
+    assert cached._cache and not direct._cache  # the two really took different paths
+
+    # A long-lived searcher (a chat) sees a re-index made by another process.
+    (folders[1] / "garden.md").write_text("# Garden\n\nThe quince tree was pruned by Ottoline.\n")
+    _index(folders[1])
+    for s in (cached, direct):
+        top = s.search("who pruned the quince tree", 3)[0]
+        assert (top.path, "Ottoline" in top.text) == ("garden.md", True)
+    cached.close()
+    direct.close()
