@@ -139,6 +139,9 @@ def index(
         "--repair", help="Check every stored chunk against files.json and fix mismatches.")] = False,
     embedder: Annotated[str | None, typer.Option(
         "--embedder", help="Embedder id for both tables (default: minilm-l6).")] = None,
+    language: Annotated[str | None, typer.Option(
+        "--language", help="Language of the prose, for full-text search: an ISO code (de, cs) "
+        "or a name; `auto` detects it again (default: detected on the first run, then kept).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Index a folder into <folder>/.hydra-index (incremental; re-runs only read what changed)."""
@@ -162,13 +165,14 @@ def index(
     settings = load_settings(embedder=embedder)
     view = _ProgressView()
     try:
-        report = index_folder(path, settings, include, exclude, full, tag, wait, view, repair)
+        report = index_folder(path, settings, include, exclude, full, tag, wait, view, repair,
+                              language)
     finally:
         view.stop()
     if as_json:
         _print_json(report.to_json())
         return
-    for line in report.repaired:
+    for line in report.repaired + report.notes:
         _say(f"note: {line}")
     skipped = sum(report.files_skipped.values())
     out.print(
@@ -201,6 +205,8 @@ def search(
     code_only: Annotated[bool, typer.Option("--code-only", help="Search code only.")] = False,
     prose_only: Annotated[bool, typer.Option("--prose-only", help="Search prose only.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show each list's rank.")] = False,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="hybrid (vector + BM25, fused), vector or bm25.")] = "hybrid",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     queries: Annotated[Path | None, typer.Option(
         "--queries", help="JSONL file of {\"_id\", \"text\"}: one JSON result per line.")] = None,
@@ -214,16 +220,17 @@ def search(
     if (query is None) == (queries is None):
         raise typer.BadParameter("give a QUERY or --queries FILE (one of them)")
     tables = ("code",) if code_only else ("prose",) if prose_only else ("code", "prose")
+    methods = _methods(mode)
     roots, federated = _scope(path, all_, tag)
     searcher = Searcher(roots, load_settings(), skip_broken=federated)
     if queries is not None:
         for n, item in enumerate(_read_queries(queries), start=1):
-            hits = searcher.search(item["text"], k, tables)
+            hits = searcher.search(item["text"], k, tables, methods=methods)
             _print_json({"query_id": item.get("_id", str(n)), "query": item["text"],
                          "results": [_hit_json(i, h) for i, h in enumerate(hits, 1)]})
         return
     assert query is not None
-    hits = searcher.search(query, k, tables)
+    hits = searcher.search(query, k, tables, methods=methods)
     for w in searcher.warnings:
         _say(f"warning: {w}")
     if as_json:
@@ -243,6 +250,13 @@ def search(
             out.print(f"    ranks: {ranks}   score = {contrib}", markup=False, highlight=False)
         snippet = " ".join(h.text.split())[:160]
         out.print(f"    {snippet}", markup=False, highlight=False)
+
+
+def _methods(mode: str) -> tuple[str, ...]:
+    modes = {"hybrid": ("vector", "bm25"), "vector": ("vector",), "bm25": ("bm25",)}
+    if mode not in modes:
+        raise typer.BadParameter(f"--mode must be one of {', '.join(modes)}, not {mode!r}")
+    return modes[mode]
 
 
 def _scope(paths: list[Path] | None, all_: bool, tags: list[str] | None) -> tuple[list[Path], bool]:

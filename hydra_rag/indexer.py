@@ -20,6 +20,7 @@ from hydra_rag.chunk import CHUNKER_VERSION, chunk_text
 from hydra_rag.classify import classify
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError, IndexError_, IndexLocked
+from hydra_rag.lexical import Analysis, detect_language, parse_language
 from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store, new_meta
 from hydra_rag.walk import Candidate, Walker, WalkResult, read_text
@@ -62,6 +63,8 @@ class IndexReport:
     rebuilt: bool = False
     rebuild_reason: str = ""
     repaired: list[str] = field(default_factory=list)
+    languages: dict[str, str] = field(default_factory=dict)  # table → language of its analysis
+    notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -153,8 +156,11 @@ def _read_ahead(items: Iterator[_T], depth: int = 2) -> Iterator[_T]:
 class _Run:
     """State of one index run over one folder (holding its lock)."""
 
-    def __init__(self, root: Path, settings: Settings, progress: ProgressFn) -> None:
+    def __init__(self, root: Path, settings: Settings, progress: ProgressFn,
+                 language: str | None = None) -> None:
         self.root = root
+        self.language = language  # --language: a code or name, "auto", or None (keep/detect)
+        self.analysis: dict[str, Analysis] = {}
         self.settings = settings
         self.progress = progress
         self.store = Store(root)
@@ -196,7 +202,7 @@ class _Run:
                 else:
                     reason = f"{exc} and the tables do not say which embedder built them"
         if not reason and meta:
-            if meta.get("format_version") != FORMAT_VERSION:
+            if meta.get("format_version") not in (1, FORMAT_VERSION):  # 1 is migrated
                 reason = f"index format {meta.get('format_version')} → {FORMAT_VERSION}"
             elif meta.get("chunker_version") != CHUNKER_VERSION:
                 reason = (f"chunker version {meta.get('chunker_version')} → {CHUNKER_VERSION}")
@@ -228,6 +234,31 @@ class _Run:
         if store.journal_path.exists():
             files = self._repair(files)
         return files
+
+    def choose_analysis(self, walked: WalkResult, files: dict[str, FileEntry]) -> None:
+        """The lexical analysis of each table: code is English with identifier splitting;
+        prose takes --language, else the language recorded for the folder, else (first
+        build, or an empty prose table) the language detected on a sample of its files."""
+        stored = (self.meta.get("lexical") or {}).get("prose") or {}
+        has_prose = any(e.kind == "prose" and e.chunks for e in files.values())
+        if self.language and self.language != "auto":
+            lang = parse_language(self.language)
+        elif self.language != "auto" and stored.get("language") and has_prose:
+            lang = str(stored["language"])
+        else:
+            lang = detect_language(self._prose_samples(walked))
+        self.analysis = {"code": Analysis("en"), "prose": Analysis(lang)}
+        self.report.languages = {t: a.language for t, a in self.analysis.items()}
+
+    def _prose_samples(self, walked: WalkResult, want: int = 40, look: int = 400) -> list[str]:
+        samples: list[str] = []
+        for cand in walked.files[:look]:
+            text, _ = read_text(self.root / cand.rel)
+            if text and classify(cand.rel, text[:200]) == "prose":
+                samples.append(text[:3000])
+                if len(samples) >= want:
+                    break
+        return samples
 
     def _files_from_tables(self) -> dict[str, FileEntry]:
         """Rebuild files.json from the rows: stat unknown, so every file is re-checked."""
@@ -288,10 +319,22 @@ class _Run:
             changed.append(cand)
         removed = [rel for rel in files if rel not in seen]
 
+        lexical = self.meta.get("lexical") or {}
         for t in TABLES:
+            a = self.analysis[t]
             if t not in store.table_names():  # a directory check: no LanceDB import
                 emb = self.embedders[t]
-                store.create_table(t, emb.id, emb.dims)
+                store.create_table(t, emb.id, emb.dims, a.fts_options())
+            elif lexical.get(t) != a.to_meta():
+                # A new analysis (or a format-1 index): recompute `lex`, keep the vectors.
+                self.progress(Progress("reanalyse", message=f"re-analysing the {t} table"))
+                n = store.reanalyse(t, a.document, a.fts_options())
+                was = (lexical.get(t) or {}).get("language")
+                self.report.notes.append(
+                    f"full-text index of {n} {t} chunks rebuilt for language {a.language}"
+                    + (f" (was {was})" if was else "") + "; no chunk was re-embedded")
+        self.meta["lexical"] = {t: a.to_meta() for t, a in self.analysis.items()}
+        self.meta["format_version"] = FORMAT_VERSION
         store.write_meta(self.meta)
         if not changed and not removed:
             report.files_skipped = dict(skipped)
@@ -326,7 +369,7 @@ class _Run:
         report.files_skipped = dict(skipped)
         self.progress(Progress("finish", message="updating the full-text index"))
         for t in touched:
-            store.refresh(t)
+            store.refresh(t, self.analysis[t].fts_options())
 
     def _batches(self, changed: list[Candidate]) -> Iterator[list[_Prepared]]:
         """Read and chunk files into batches of about `index_batch` chunks: big appends for
@@ -351,13 +394,14 @@ class _Run:
             return _Prepared(cand, None, [], why)
         kind = classify(cand.rel, text[:200])
         fits = self.clients[self.embedders[kind].id].fits
+        analyse = self.analysis[kind].document
         rows = []
         for ch in chunk_text(text, fits=fits):
             rows.append({
                 "id": chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text),
                 "path": cand.rel, "kind": kind,
                 "line_start": ch.line_start, "line_end": ch.line_end,
-                "hash": text_hash(ch.text), "text": ch.text,
+                "hash": text_hash(ch.text), "text": ch.text, "lex": analyse(ch.text),
             })
         return _Prepared(cand, kind, rows)
 
@@ -442,6 +486,7 @@ def index_folder(
     wait: float = 0.0,
     progress: ProgressFn | None = None,
     repair: bool = False,
+    language: str | None = None,
 ) -> IndexReport:
     """Bring `root/.hydra-index` up to date with the folder; returns what was done."""
     t0 = time.monotonic()
@@ -459,12 +504,13 @@ def index_folder(
                 f"another `hydra-rag index` (pid {pid or '?'}) is updating {root}; "
                 "wait for it to finish, or pass --wait SECONDS"
             )
-        run = _Run(root, settings, say)
+        run = _Run(root, settings, say, language)
         if repair:
             store.journal_path.touch()  # check every row against files.json
         say(Progress("walk", message=f"walking {root}"))
         walked = Walker(root, include, exclude).walk()
         files = run.load_state(full)
+        run.choose_analysis(walked, files)
         run.files = files
         run.run(walked, files)
         store.journal_path.unlink(missing_ok=True)

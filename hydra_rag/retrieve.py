@@ -22,12 +22,14 @@ from hydra_rag.catalog import get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.embed import EmbedClient, connect
 from hydra_rag.errors import HydraError, IndexError_
+from hydra_rag.lexical import Analysis
 from hydra_rag.paths import INDEX_DIR
-from hydra_rag.store import TABLES, Store
+from hydra_rag.store import FTS_COLUMN, TABLES, Store
 
 RRF_K = 60
 # Candidates taken from each list before fusion; fusion happens before the cut to top-k.
 CANDIDATES = 50
+METHODS = ("vector", "bm25")
 # Tables up to this many chunks are searched in memory (when search_cache_mb allows).
 CACHED_ROWS = 20_000
 
@@ -194,6 +196,7 @@ class Searcher:
         self._sizes: dict[str, tuple[int, int]] = {}
         # Open async tables, reopened when files.json changes (another process re-indexed).
         self._tables: dict[str, tuple[int, Any]] = {}
+        self._analysis: dict[str, Analysis | None] = {}  # None: a format-1 index, raw queries
         self._cache: dict[str, _Cached | None] = {}  # None: not worth caching at this stamp
         self._cache_stamps: dict[str, int] = {}
         self._loop = asyncio.new_event_loop()
@@ -249,6 +252,8 @@ class Searcher:
         import lancedb
 
         try:
+            lexical = (store.read_meta().get("lexical") or {}).get(t)
+            self._analysis[key] = Analysis(str(lexical["language"])) if lexical else None
             db = await lancedb.connect_async(str(store.dir / "lance"))
             tbl = await db.open_table(t)
         except Exception as exc:  # LanceDB raises several types for a damaged table
@@ -281,13 +286,21 @@ class Searcher:
         return cached
 
     async def _search_table(self, store: Store, t: str, stamp: int, vectors: Any,
-                            queries: list[str], candidates: int) -> list[tuple[Any, Any]]:
-        """(vector result, full-text result) per query, as Arrow tables."""
+                            queries: list[str], candidates: int,
+                            use_bm25: bool) -> list[tuple[Any, Any]]:
+        """(vector result, full-text result) per query; None for a list not searched."""
+        key = f"{store.root}\0{t}"
         tbl = await self._table(store, t, stamp)
-        cached = await self._cached(f"{store.root}\0{t}", tbl, stamp)
+        cached = await self._cached(key, tbl, stamp)
+        analysis = self._analysis.get(key)
 
         async def fts(q: str) -> Any:
-            query = tbl.query().nearest_to_text(q).limit(candidates)
+            # The query analysed like this table's text (identifier parts, prefix stems).
+            text = analysis.query(q) if analysis else q
+            if not text.strip():
+                return None
+            query = tbl.query().nearest_to_text(text, columns=FTS_COLUMN if analysis else None)
+            query = query.limit(candidates)
             # Reading no column at all (row ids only) saves a third of a small query's time.
             query = query.with_row_id().select(["_score"]) if cached else query.select(
                 [*_COLUMNS, "_score"])
@@ -297,9 +310,12 @@ class Searcher:
                 return None
             return cached.take(found) if cached else _Found.from_lance(found, "_score")
 
-        fts_jobs = [asyncio.ensure_future(fts(q)) for q in queries]
-        matrix = await vectors  # embedded meanwhile, in a thread
-        if cached:
+        fts_jobs = [asyncio.ensure_future(fts(q)) for q in queries] if use_bm25 else []
+        matrix = await vectors  # embedded meanwhile, in a thread (None: no vector search)
+        vec: list[_Found | None]
+        if matrix is None:
+            vec = [None] * len(queries)
+        elif cached:
             vec = [cached.nearest(matrix[i], candidates) for i in range(len(queries))]
         else:
             vec = [_Found.from_lance(found, "_distance") for found in await asyncio.gather(*[
@@ -307,11 +323,18 @@ class Searcher:
                 .limit(candidates).select([*_COLUMNS, "_distance"]).to_arrow()
                 for i in range(len(queries))
             ])]
-        return list(zip(vec, await asyncio.gather(*fts_jobs), strict=True))
+        bm25 = await asyncio.gather(*fts_jobs) if use_bm25 else [None] * len(queries)
+        return list(zip(vec, bm25, strict=True))
 
     async def _gather(self, queries: list[str], tables: Sequence[str],
-                      candidates: int) -> _Lists:
+                      candidates: int, methods: Sequence[str]) -> _Lists:
         loop = asyncio.get_running_loop()
+        unknown = set(methods) - set(METHODS)
+        if unknown or not methods:
+            raise HydraError(f"unknown search method {', '.join(sorted(unknown))!r}; "
+                             f"known: {', '.join(METHODS)}")
+        no_vectors = loop.create_future()
+        no_vectors.set_result(None)
         jobs: list[tuple[Store, str, str, int]] = []
         for store, meta_tables in self.stores:
             stamp = self._stamp(store)
@@ -323,9 +346,11 @@ class Searcher:
                     jobs.append((store, t, eid, stamp))
         # One embedding request per distinct embedder, shared by every folder built with it.
         vectors = {eid: loop.run_in_executor(self._pool, self._embed, eid, queries)
+                   if "vector" in methods else no_vectors
                    for eid in dict.fromkeys(j[2] for j in jobs)}
         results = await asyncio.gather(
-            *[self._search_table(store, t, stamp, vectors[eid], queries, candidates)
+            *[self._search_table(store, t, stamp, vectors[eid], queries, candidates,
+                                 "bm25" in methods)
               for store, t, eid, stamp in jobs],
             return_exceptions=True,
         )
@@ -353,22 +378,25 @@ class Searcher:
             # same fused score, however weak it is.
             for i, (vec_hits, fts_hits) in enumerate(res):
                 tag = "" if i == 0 else "+context"
-                out.add(f"vector:{eid}{tag}", str(store.root), vec_hits, vector=True)
+                if vec_hits is not None:
+                    out.add(f"vector:{eid}{tag}", str(store.root), vec_hits, vector=True)
                 if fts_hits is not None:
                     out.add(f"bm25{tag}", str(store.root), fts_hits, vector=False)
         return out
 
     def search(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
-               candidates: int = CANDIDATES, also: str | None = None) -> list[Hit]:
+               candidates: int = CANDIDATES, also: str | None = None,
+               methods: Sequence[str] = METHODS) -> list[Hit]:
         """Top-k hits for `query` from the chosen tables, fused over all lists. `also` adds
-        the lists of a second query (a follow-up question together with the one before it)."""
+        the lists of a second query (a follow-up question together with the one before it);
+        `methods` picks the lists ("vector", "bm25"; both by default)."""
         query = query.strip()
         if not query:
             raise HydraError("the query is empty")
         queries = [query]
         if also and also.strip() and also.strip() != query:
             queries.append(also.strip())
-        found = self._loop.run_until_complete(self._gather(queries, tables, candidates))
+        found = self._loop.run_until_complete(self._gather(queries, tables, candidates, methods))
         ranked = {name: [key for key, _ in sorted(items, key=lambda kv: -kv[1])][:candidates]
                   for name, items in found.scores.items()}
         hits = []

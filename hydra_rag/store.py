@@ -19,9 +19,12 @@ from hydra_rag.errors import IndexError_
 from hydra_rag.locks import write_atomic
 from hydra_rag.paths import INDEX_DIR
 
-FORMAT_VERSION = 1
+# 2: a `lex` column (the analysed text, see lexical.py) carries the full-text index; a
+# format-1 index is migrated in place (re-analysed, never re-embedded).
+FORMAT_VERSION = 2
 TABLES = ("code", "prose")
-FTS_INDEX = "text_idx"
+FTS_COLUMN = "lex"
+FTS_INDEX = "lex_idx"
 _META_EMBEDDER = b"hydra.embedder"
 _META_DIMS = b"hydra.dims"
 
@@ -166,10 +169,20 @@ class Store:
             return None
         return md[_META_EMBEDDER].decode(), int(md.get(_META_DIMS, b"0"))
 
-    def create_table(self, name: str, embedder_id: str, dims: int) -> Any:
+    def create_table(self, name: str, embedder_id: str, dims: int,
+                     fts_options: dict[str, Any], data: Any = None) -> Any:
+        """A new, empty table (or one holding the Arrow table `data`) with its FTS index."""
+        tbl = self.db.create_table(name, data=data, schema=self.schema(embedder_id, dims),
+                                   mode="overwrite")
+        self._tables[name] = tbl
+        self.ensure_fts(name, fts_options, replace=True)
+        return tbl
+
+    @staticmethod
+    def schema(embedder_id: str, dims: int) -> Any:
         import pyarrow as pa
 
-        schema = pa.schema(
+        return pa.schema(
             [
                 pa.field("id", pa.string()),
                 pa.field("path", pa.string()),
@@ -178,14 +191,28 @@ class Store:
                 pa.field("line_end", pa.int32()),
                 pa.field("hash", pa.string()),
                 pa.field("text", pa.string()),
+                pa.field(FTS_COLUMN, pa.string()),
                 pa.field("vector", pa.list_(pa.float32(), dims)),
             ],
             metadata={_META_EMBEDDER: embedder_id.encode(), _META_DIMS: str(dims).encode()},
         )
-        tbl = self.db.create_table(name, schema=schema, mode="overwrite")
-        self._tables[name] = tbl
-        self.ensure_fts(name)
-        return tbl
+
+    def reanalyse(self, name: str, analyse: Any, fts_options: dict[str, Any]) -> int:
+        """Rewrite table `name` with its `lex` column recomputed by `analyse(text)` and a new
+        FTS index — vectors are kept, nothing is re-embedded. One overwrite commit: a crash
+        leaves either the old table or the new one. Returns the number of rows."""
+        import pyarrow as pa
+
+        recorded = self.table_embedder(name)
+        if recorded is None:
+            raise IndexError_(f"table {name!r} in {self.dir} does not say which embedder built it")
+        data = self.scan(name, ["id", "path", "kind", "line_start", "line_end", "hash", "text",
+                                "vector"])
+        lex = pa.array([analyse(t) for t in data.column("text").to_pylist()], pa.string())
+        data = data.add_column(data.schema.get_field_index("vector"), FTS_COLUMN, lex)
+        schema = self.schema(*recorded)
+        self.create_table(name, recorded[0], recorded[1], fts_options, data.cast(schema))
+        return data.num_rows
 
     def drop_all(self) -> None:
         """Remove both tables and files.json (a rebuild starts from nothing)."""
@@ -194,26 +221,27 @@ class Store:
         self._tables.clear()
         self.files_path.unlink(missing_ok=True)
 
-    def ensure_fts(self, name: str) -> None:
-        """Create the native full-text index on `text` if the table has none."""
+    def ensure_fts(self, name: str, fts_options: dict[str, Any], replace: bool = False) -> None:
+        """Create the native full-text index on `lex` (if the table has none, or `replace`)."""
         import warnings
 
         tbl = self.table(name)
         if tbl is None:
             return
-        if not any(ix.name == FTS_INDEX for ix in tbl.list_indices()):
+        if replace or not any(ix.name == FTS_INDEX for ix in tbl.list_indices()):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # create_fts_index is marked deprecated
-                tbl.create_fts_index("text", replace=True, with_position=False)
+                tbl.create_fts_index(FTS_COLUMN, replace=True, with_position=False,
+                                     **fts_options)
 
-    def refresh(self, name: str) -> None:
+    def refresh(self, name: str, fts_options: dict[str, Any]) -> None:
         """Compact the table and bring the FTS index up to date with every row."""
         from datetime import timedelta
 
         tbl = self.table(name)
         if tbl is None:
             return
-        self.ensure_fts(name)
+        self.ensure_fts(name, fts_options)
         # Keep a few minutes of old versions: a search running right now may still read one.
         tbl.optimize(cleanup_older_than=timedelta(minutes=5))
 

@@ -1,0 +1,131 @@
+"""Retrieval quality on the BEIR-layout sets in ../shared/data: each corpus written as a folder
+(one file per document), indexed with the real CLI, then searched dense-only, BM25-only and
+hybrid in the same run; file-level nDCG@10, Recall@10 and MRR@10.
+
+    python bench/retrieval_quality.py [--sets scifact,cosqa] [--queries N] [--docs N]
+
+`--docs N` keeps every judged document of the chosen queries plus the first others up to N (a
+quicker, easier variant; the default is the whole corpus). Work files go to bench/.work/quality/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parent.parent / "shared" / "data"
+WORK = HERE / ".work" / "quality"
+# name → (judgements file, file suffix: Markdown for prose, .py for code)
+SETS = {"scifact": ("qrels/train.tsv", ".md"), "cosqa": ("qrels/dev.tsv", ".py")}
+MODES = {"dense": ("vector",), "bm25": ("bm25",), "hybrid": ("vector", "bm25")}
+
+
+def load(name: str, n_queries: int) -> tuple[list[dict[str, str]], dict[str, dict[str, float]]]:
+    qrels: dict[str, dict[str, float]] = {}
+    lines = (DATA / name / SETS[name][0]).read_text().splitlines()[1:]
+    for line in lines:
+        qid, doc, grade = line.split("\t")
+        qrels.setdefault(qid, {})[doc] = float(grade)
+    queries = []
+    with (DATA / name / "queries.jsonl").open() as f:
+        for line in f:
+            q = json.loads(line)
+            if q["_id"] in qrels:
+                queries.append(q)
+    return queries[:n_queries], qrels
+
+
+def write_corpus(name: str, keep: set[str] | None, n_docs: int) -> Path:
+    suffix = SETS[name][1]
+    folder = WORK / (name if keep is None else f"{name}-{n_docs}")
+    if not (WORK / ".git").exists():
+        # Its own repository: otherwise this checkout's .gitignore (bench/.work/) hides it.
+        WORK.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "init", "-q", str(WORK)], check=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with (DATA / name / "corpus.jsonl").open() as f:
+        for line in f:
+            d = json.loads(line)
+            if keep is not None and d["_id"] not in keep and written >= n_docs:
+                continue
+            p = folder / f"{d['_id']}{suffix}"
+            if not p.exists():
+                text = d["text"] if suffix == ".py" else f"# {d['title']}\n\n{d['text']}\n"
+                p.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+            written += 1
+    return folder
+
+
+def index(folder: Path) -> dict[str, object]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "hydra_rag", "index", str(folder), "--json"],
+                          check=True, capture_output=True, text=True)
+    report = json.loads(proc.stdout)
+    report["wall_s"] = time.perf_counter() - t0
+    return report
+
+
+def evaluate(folder: Path, queries: list[dict[str, str]], qrels: dict[str, dict[str, float]],
+             methods: tuple[str, ...]) -> dict[str, float]:
+    from hydra_rag.config import load_settings
+    from hydra_rag.metrics import distinct, ndcg_at, recall_at, reciprocal_rank
+    from hydra_rag.retrieve import Searcher
+
+    searcher = Searcher(folder, load_settings())
+    ndcg, recall, mrr, times = [], [], [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        hits = searcher.search(q["text"], 50, methods=methods)
+        times.append(time.perf_counter() - t0)
+        ranked = distinct([Path(h.path).stem for h in hits])[:10]
+        rel = qrels[q["_id"]]
+        ndcg.append(ndcg_at(ranked, rel, 10))
+        recall.append(recall_at(ranked, rel, 10))
+        mrr.append(reciprocal_rank(ranked, rel, 10))
+    searcher.close()
+    mean = statistics.mean
+    return {"ndcg@10": mean(ndcg), "recall@10": mean(recall), "mrr@10": mean(mrr),
+            "median_ms": statistics.median(times) * 1000}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sets", default="scifact,cosqa")
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--docs", type=int, default=0, help="0: the whole corpus")
+    args = ap.parse_args()
+    os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
+    subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup"], check=True,
+                   capture_output=True)
+    rows = []
+    for name in args.sets.split(","):
+        queries, qrels = load(name, args.queries)
+        keep = None
+        if args.docs:
+            keep = {d for q in queries for d in qrels[q["_id"]]}
+        folder = write_corpus(name, keep, args.docs)
+        report = index(folder)
+        chunks = sum(report["chunks_total"].values())  # type: ignore[attr-defined]
+        print(f"{name}: {len(list(folder.glob('*' + SETS[name][1])))} documents, {chunks} chunks, "
+              f"{len(queries)} queries; index run {report['wall_s']:.1f}s "
+              f"({report['files_indexed']} files indexed now)", flush=True)
+        for mode, methods in MODES.items():
+            m = evaluate(folder, queries, qrels, methods)
+            rows.append((name, mode, m))
+            print(f"  {mode:8} nDCG@10 {m['ndcg@10']:.3f}  Recall@10 {m['recall@10']:.3f}  "
+                  f"MRR@10 {m['mrr@10']:.3f}  median {m['median_ms']:.0f} ms", flush=True)
+        best = max(m["ndcg@10"] for n, mode, m in rows if n == name and mode != "hybrid")
+        hybrid = next(m["ndcg@10"] for n, mode, m in rows if n == name and mode == "hybrid")
+        print(f"  hybrid - best single: {hybrid - best:+.3f} (goal +0.030)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Lexical analysis for the full-text (BM25) index: what the `lex` column holds and how a query
+is written so that it meets it.
+
+LanceDB's full-text index tokenizes, lowercases, folds accents and — for the languages its
+stemmer knows — stems and drops stop words. Two things it cannot do are done here, before the
+text reaches it, on both the chunk and the query:
+
+- identifiers: `getUserName`, `get_user_name` and `HTTPServer` also yield their parts (`get user
+  name`, `http server`) and snake_case its joined form (`getusername`), so that "user name"
+  finds `getUserName` and `getUserName` finds `get_user_name`; the whole identifier stays.
+- languages without a stemmer there (Czech, Polish, Slovak…): every word longer than
+  PREFIX_STEM letters is cut to its first PREFIX_STEM letters (`momentem` → `momen`), a crude
+  stem that measurably beats whole words for inflected languages.
+Chinese, Japanese and Korean have no spaces between words: their tables use character bigrams.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hydra_rag.errors import HydraError
+
+LEXICAL_VERSION = 1
+PREFIX_STEM = 5
+
+# ISO 639-1 → the name LanceDB's stemmer and stop-word lists know.
+STEMMED = {
+    "ar": "Arabic", "da": "Danish", "nl": "Dutch", "en": "English", "fi": "Finnish",
+    "fr": "French", "de": "German", "el": "Greek", "hu": "Hungarian", "it": "Italian",
+    "no": "Norwegian", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "es": "Spanish",
+    "sv": "Swedish", "ta": "Tamil", "tr": "Turkish",
+}
+BIGRAMS = {"zh", "ja", "ko"}
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """How one table's text is analysed: its language (ISO 639-1) and the resulting mode."""
+
+    language: str = "en"
+
+    @property
+    def mode(self) -> str:
+        if self.language in STEMMED:
+            return "stem"
+        if self.language in BIGRAMS:
+            return "bigram"
+        return "prefix"
+
+    def fts_options(self) -> dict[str, Any]:
+        """Keyword arguments for LanceDB's create_fts_index."""
+        if self.mode == "stem":
+            return {"language": STEMMED[self.language], "stem": True, "remove_stop_words": True}
+        if self.mode == "bigram":
+            return {"base_tokenizer": "ngram", "ngram_min_length": 2, "ngram_max_length": 2,
+                    "stem": False, "remove_stop_words": False}
+        return {"stem": False, "remove_stop_words": False}
+
+    def document(self, text: str) -> str:
+        """The `lex` column for a chunk's text."""
+        return self._apply(text)
+
+    def query(self, text: str) -> str:
+        """A query, analysed like the documents and freed of full-text query syntax."""
+        return " ".join(_WORD.findall(self._apply(text)))
+
+    def _apply(self, text: str) -> str:
+        extra = identifier_terms(text)
+        out = text if not extra else f"{text}\n{extra}"
+        if self.mode == "prefix":
+            out = prefix_stems(out)
+        return out
+
+    def to_meta(self) -> dict[str, Any]:
+        return {"language": self.language, "mode": self.mode, "version": LEXICAL_VERSION}
+
+
+def split_identifier(word: str) -> list[str]:
+    """`getUserName` → [get, user, name]; `HTTPServer2` → [http, server, 2]; `a_b` → [a, b]."""
+    return [p.lower() for piece in word.split("_") for p in _PART.findall(piece)]
+
+
+def identifier_terms(text: str) -> str:
+    """The extra terms of every compound identifier in `text`: its parts, and for names with
+    underscores the joined form too. Empty when there is no compound identifier."""
+    extra: list[str] = []
+    for m in _IDENT.finditer(text):
+        word = m.group()
+        parts = split_identifier(word)
+        if len(parts) < 2:
+            continue
+        extra += parts
+        if "_" in word.strip("_"):
+            extra.append("".join(parts))
+    return " ".join(extra)
+
+
+def prefix_stems(text: str) -> str:
+    """Every word cut to its first PREFIX_STEM characters (`momentem` → `momen`)."""
+    return _WORD.sub(lambda m: m.group()[:PREFIX_STEM], text)
+
+
+def parse_language(value: str) -> str:
+    """A --language value: an ISO 639-1 code (`cs`) or a language name (`Czech`)."""
+    v = value.strip().lower()
+    if len(v) == 2 and v.isalpha():
+        return v
+    names = {name.lower(): code for code, name in STEMMED.items()}
+    names.update({"czech": "cs", "polish": "pl", "slovak": "sk", "croatian": "hr",
+                  "serbian": "sr", "slovenian": "sl", "ukrainian": "uk", "bulgarian": "bg",
+                  "chinese": "zh", "japanese": "ja", "korean": "ko", "latvian": "lv",
+                  "lithuanian": "lt", "estonian": "et", "indonesian": "id", "vietnamese": "vi"})
+    if v in names:
+        return names[v]
+    raise HydraError(f"unknown language {value!r}: give an ISO 639-1 code such as `en`, `de`, "
+                     f"`cs` or a name such as German")
+
+
+def detect_language(samples: list[str]) -> str:
+    """The dominant language of some prose samples (py3langid); English when unsure."""
+    text = "\n".join(samples)[:20_000]
+    if len(_WORD.findall(text)) < 20:
+        return "en"
+    import py3langid
+
+    code, _ = py3langid.classify(text)
+    return str(code)
