@@ -73,8 +73,14 @@ class Embedder(_ModelFile):
     document_prefix: str = ""
     memory_mb: int = 0  # resident memory its sidecar needs (0: unknown/small)
     gpu: bool = False  # needs a GPU to be usable
+    # Languages (ISO 639-1) its vectors are good for; "*": any. Elsewhere retrieval leans on
+    # the full-text list (retrieve.dense_weight).
+    languages: tuple[str, ...] = ("en",)
     sources: tuple[Source, ...] = field(default_factory=tuple)
     origin: str = ""
+
+    def knows(self, language: str) -> bool:
+        return "*" in self.languages or language in self.languages
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "memory_mb": int,
     "gpu": bool,
     "document_prefix": str,
+    "languages": list,
     "sources": list,
 }
 _SOURCE_FIELDS = {"url": str, "sha256": str, "pypi": str, "subdir": str, "convert": str}
@@ -197,6 +204,12 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
             continue
         _check(where, key, value, _FIELDS[key])
     values = {k: ("" if v is None else v) for k, v in raw.items() if k != "sources"}
+    if "languages" in values:
+        langs = values["languages"]
+        if not langs or not all(isinstance(x, str) and (x == "*" or len(x) == 2) for x in langs):
+            raise ConfigError(f"{where}: field 'languages' must be a list of ISO 639-1 codes "
+                              f"(en, de…) or [\"*\"], got {langs!r}")
+        values["languages"] = tuple(langs)
     sources = tuple(
         _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
     )

@@ -211,7 +211,7 @@ def search(
     queries: Annotated[Path | None, typer.Option(
         "--queries", help="JSONL file of {\"_id\", \"text\"}: one JSON result per line.")] = None,
 ) -> None:
-    """Hybrid retrieval only: vector + BM25 on code and prose, fused with RRF."""
+    """Retrieval only: vector + BM25 on code and prose, fused (see --explain)."""
     from hydra_rag.config import load_settings
     from hydra_rag.retrieve import Searcher
 
@@ -246,8 +246,8 @@ def search(
                   f"[dim]{h.kind} · {h.score:.4f}[/dim]", highlight=False)
         if explain:
             ranks = ", ".join(f"{name} #{r}" for name, r in sorted(h.ranks.items()))
-            contrib = " + ".join(f"1/(60+{r})" for r in sorted(h.ranks.values()))
-            out.print(f"    ranks: {ranks}   score = {contrib}", markup=False, highlight=False)
+            sim = f"   cosine {h.similarity:.3f}" if h.similarity is not None else ""
+            out.print(f"    ranks: {ranks}{sim}", markup=False, highlight=False)
         snippet = " ".join(h.text.split())[:160]
         out.print(f"    {snippet}", markup=False, highlight=False)
 
@@ -294,6 +294,68 @@ def _read_queries(path: Path) -> list[dict[str, str]]:
             raise HydraError(f"{path}:{n}: not a query object ({exc})") from None
         items.append(item)
     return items
+
+
+# -- eval ----------------------------------------------------------------------------------
+
+
+@app.command("eval")
+def eval_(
+    questions: Annotated[Path, typer.Argument(
+        help="JSONL or YAML: each item a `question` and the `path` of its answer, optionally "
+             "`lines` (A-B), a verbatim `quote`, the expected `answer` and an `id`.")],
+    path: Annotated[list[Path] | None, typer.Option(
+        "--path", help="Indexed folder (repeatable; default: nearest one at or above here).")] = None,
+    k: Annotated[int, typer.Option("-k", "--top-k", min=1, max=100,
+                                   help="How many chunks count as retrieved.")] = 10,
+    answers: Annotated[str | None, typer.Option(
+        "--answers", help="Also answer each question with this chat model (or bundle) and "
+        "check the answer and its citations.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Measure retrieval on your own questions and diagnose the bad ones."""
+    from hydra_rag.config import load_settings
+    from hydra_rag.evaluate import Evaluator, load_questions, summarize
+    from hydra_rag.retrieve import Searcher
+
+    items = load_questions(questions)
+    roots, _ = _scope(path, False, None)
+    searcher = Searcher(roots, load_settings())
+    chat = None
+    if answers:
+        chat = _open_chat(answers, roots, False, min(k, 50), None, True, None, None, None, None,
+                          save=False)
+    try:
+        ask = None
+        if chat is not None:
+            def ask(question: str) -> Any:
+                chat.reset()  # every question on its own, no history
+                return chat.ask(question)
+
+        outcomes = Evaluator(searcher, roots, k, ask).run(items)
+    finally:
+        if chat is not None:
+            chat.close()
+        searcher.close()
+    report = summarize(outcomes, k)
+    if as_json:
+        _print_json(report)
+        return
+    out.print(f"{report['questions']} questions, top {k}: "
+              f"Hit@1 {report['hit@1']:.2f}  Hit@5 {report['hit@5']:.2f}  "
+              f"Hit@10 {report['hit@10']:.2f}  MRR {report['mrr']:.3f}  "
+              f"nDCG@10 {report['ndcg@10']:.3f}", markup=False, highlight=False)
+    for o in outcomes:
+        rank = f"#{o.rank}" if o.rank else "—"
+        tag = "" if o.label == "ok" else f"  [{o.label}]"
+        out.print(f"  {rank:>4}  {o.id}: {o.question[:80]}{tag}", markup=False, highlight=False)
+    worst = [o for o in outcomes if o.id in report["worst"]]
+    if worst:
+        out.print("worst questions:", markup=False)
+        for o in worst:
+            where = f"rank {o.rank}" if o.rank else "not in the top " + str(k)
+            out.print(f"  {o.id} ({where}) {o.label}: {o.fix or 'fine'}",
+                      markup=False, highlight=False)
 
 
 # -- doctor --------------------------------------------------------------------------------

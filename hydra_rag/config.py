@@ -29,6 +29,7 @@ class Settings:
     # Memory a search process may use to hold small tables' vectors and rows (0: none); see
     # retrieve.Searcher for why.
     search_cache_mb: int = 128
+    fusion: str = "score"  # how hybrid lists are fused: score (weighted, normalised) or rrf
 
     def embedder_for(self, table: str) -> str:
         """The embedder id chosen for the `code` or `prose` table."""

@@ -1,16 +1,24 @@
-"""Hybrid retrieval: vector kNN and BM25 over both tables, fused with Reciprocal Rank Fusion.
+"""Hybrid retrieval: vector kNN and BM25 over both tables and every folder, fused.
 
-RRF (k = 60): score(d) = Σ over lists of 1 / (60 + rank). k = 60 is the constant of the
-original RRF paper; it keeps one list's top hit from swamping agreement between lists.
-Lists are fused first and cut to top-k after, so a chunk ranked 12th by both lists can
-beat one ranked 1st by only one of them.
+Default fusion ("score"): each list's raw scores are min-max normalised over its candidates
+(its best = 1, its last = 0) and the chunk's score is the weighted sum,
+`w · vector + (1 - w) · bm25`, with the dense weight w chosen per table and query
+(`dense_weight`): 0.5; 0.75 for a plain-language question over code, where BM25 rarely shares
+the code's words; 0.1 where the embedder does not know the table's language, where its vectors
+are close to noise. Measured on SciFact and CoSQA (BENCHMARKS.md) it beats Reciprocal Rank
+Fusion by 0.02 and 0.07 nDCG@10: RRF only sees ranks, so a weak list's confident-looking top
+ranks count as much as a strong list's.
+
+RRF (k = 60), score(d) = Σ 1 / (60 + rank), stays available (`fusion: rrf`). Either way lists
+are fused first and cut to top-k after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,17 +26,24 @@ from typing import Any
 
 import numpy as np
 
-from hydra_rag.catalog import get_embedder
+from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.embed import EmbedClient, connect
 from hydra_rag.errors import HydraError, IndexError_
-from hydra_rag.lexical import Analysis
+from hydra_rag.lexical import Analysis, identifier_terms
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.store import FTS_COLUMN, TABLES, Store
 
 RRF_K = 60
 # Candidates taken from each list before fusion; fusion happens before the cut to top-k.
-CANDIDATES = 50
+# Min-max normalisation uses the whole list: 100 measured better than 50 on SciFact.
+CANDIDATES = 100
+DENSE_WEIGHT = 0.5
+CODE_DENSE_WEIGHT = 0.75
+FOREIGN_DENSE_WEIGHT = 0.1
+FOLLOW_UP_WEIGHT = 0.5  # the lists of the previous question, searched along with a follow-up
+FUSIONS = ("score", "rrf")
+_CODE_LIKE = re.compile(r"\w\.\w|\w\(|::|->|[{}\[\];=<>]")
 METHODS = ("vector", "bm25")
 # Tables up to this many chunks are searched in memory (when search_cache_mb allows).
 CACHED_ROWS = 20_000
@@ -57,6 +72,38 @@ def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, f
     for name, ids in lists.items():
         for rank, doc in enumerate(ids, start=1):
             scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+            ranks.setdefault(doc, {})[name] = rank
+    order = sorted(scores, key=lambda d: (-scores[d], d))
+    return [(d, scores[d], ranks[d]) for d in order]
+
+
+def looks_like_code(query: str) -> bool:
+    """Does the query name code (an identifier, a call, a dotted path) rather than ask in words?"""
+    return bool(identifier_terms(query) or _CODE_LIKE.search(query))
+
+
+def dense_weight(query: str, table: str, language: str | None, embedder: Embedder | None) -> float:
+    """The weight of the vector list for chunks of one table (BM25 gets the rest)."""
+    if language and embedder is not None and not embedder.knows(language):
+        return FOREIGN_DENSE_WEIGHT
+    if table == "code" and not looks_like_code(query):
+        return CODE_DENSE_WEIGHT
+    return DENSE_WEIGHT
+
+
+def score_fusion(lists: Mapping[str, Sequence[tuple[str, float]]],
+                 weight: Callable[[str, str], float]) -> list[tuple[str, float, dict[str, int]]]:
+    """Fuse ranked lists of (id, raw score), best first: each list min-max normalised over its
+    candidates, weighted by weight(list name, id), summed. (id, score, {list: rank}) best first."""
+    scores: dict[str, float] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    for name, items in lists.items():
+        if not items:
+            continue
+        hi, lo = items[0][1], items[-1][1]
+        for rank, (doc, raw) in enumerate(items, start=1):
+            norm = (raw - lo) / (hi - lo) if hi > lo else 1.0
+            scores[doc] = scores.get(doc, 0.0) + weight(name, doc) * norm
             ranks.setdefault(doc, {})[name] = rank
     order = sorted(scores, key=lambda d: (-scores[d], d))
     return [(d, scores[d], ranks[d]) for d in order]
@@ -101,11 +148,13 @@ class _Lists:
     scores: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     where: dict[str, tuple[str, Any, int]] = field(default_factory=dict)  # key → (store, arrow, row)
     similarity: dict[str, float] = field(default_factory=dict)
+    dense: dict[str, float] = field(default_factory=dict)  # key → dense weight of its table
 
-    def add(self, name: str, store: str, found: _Found, vector: bool) -> None:
+    def add(self, name: str, store: str, found: _Found, vector: bool, dense: float) -> None:
         out = self.scores.setdefault(name, [])
         for cid, value, at in zip(found.ids, found.scores, found.at, strict=True):
             key = f"{store}\0{cid}"
+            self.dense[key] = dense
             if vector:
                 self.similarity[key] = max(self.similarity.get(key, -1.0), value)
             out.append((key, value))
@@ -217,6 +266,12 @@ class Searcher:
         if embedder_id not in self._clients:
             self._clients[embedder_id] = connect(get_embedder(embedder_id), self.settings)
         return self._clients[embedder_id]
+
+    def _embedder(self, embedder_id: str) -> Embedder | None:
+        try:
+            return get_embedder(embedder_id)
+        except HydraError:
+            return None
 
     def _embed(self, embedder_id: str, queries: list[str]) -> Any:
         """Query vectors for one embedder, all queries in one request."""
@@ -376,12 +431,15 @@ class Searcher:
             # similarities from one embedder are comparable wherever the chunk lives, and a
             # list per table or per folder would give every table's or folder's best hit the
             # same fused score, however weak it is.
+            analysis = self._analysis.get(f"{store.root}\0{t}")
+            language = analysis.language if analysis else None
             for i, (vec_hits, fts_hits) in enumerate(res):
                 tag = "" if i == 0 else "+context"
+                dense = dense_weight(queries[i], t, language, self._embedder(eid))
                 if vec_hits is not None:
-                    out.add(f"vector:{eid}{tag}", str(store.root), vec_hits, vector=True)
+                    out.add(f"vector:{eid}{tag}", str(store.root), vec_hits, True, dense)
                 if fts_hits is not None:
-                    out.add(f"bm25{tag}", str(store.root), fts_hits, vector=False)
+                    out.add(f"bm25{tag}", str(store.root), fts_hits, False, dense)
         return out
 
     def search(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
@@ -390,6 +448,12 @@ class Searcher:
         """Top-k hits for `query` from the chosen tables, fused over all lists. `also` adds
         the lists of a second query (a follow-up question together with the one before it);
         `methods` picks the lists ("vector", "bm25"; both by default)."""
+        return self.fused(query, tables, candidates, also, methods, k)
+
+    def fused(self, query: str, tables: Sequence[str] = TABLES, candidates: int = CANDIDATES,
+              also: str | None = None, methods: Sequence[str] = METHODS,
+              k: int | None = None) -> list[Hit]:
+        """Every candidate of every list, fused, best first (the first k when k is given)."""
         query = query.strip()
         if not query:
             raise HydraError("the query is empty")
@@ -397,10 +461,22 @@ class Searcher:
         if also and also.strip() and also.strip() != query:
             queries.append(also.strip())
         found = self._loop.run_until_complete(self._gather(queries, tables, candidates, methods))
-        ranked = {name: [key for key, _ in sorted(items, key=lambda kv: -kv[1])][:candidates]
+        ranked = {name: sorted(items, key=lambda kv: -kv[1])[:candidates]
                   for name, items in found.scores.items()}
+        fusion = self.settings.fusion
+        if fusion == "rrf":
+            fused = rrf({name: [key for key, _ in items] for name, items in ranked.items()})
+        elif fusion == "score":
+            def weight(name: str, key: str) -> float:
+                w = found.dense[key] if name.startswith("vector:") else 1.0 - found.dense[key]
+                return w * (FOLLOW_UP_WEIGHT if name.endswith("+context") else 1.0)
+
+            fused = score_fusion(ranked, weight)
+        else:
+            raise HydraError(f"unknown fusion {fusion!r} (setting `fusion`): use "
+                             + " or ".join(FUSIONS))
         hits = []
-        for key, score, ranks in rrf(ranked)[:k]:
+        for key, score, ranks in fused if k is None else fused[:k]:
             r = found.row(key)
             hits.append(Hit(r["store"], r["path"], r["kind"], int(r["line_start"]),
                             int(r["line_end"]), r["text"], score, ranks, r["id"],
