@@ -92,15 +92,22 @@ def dense_weight(query: str, table: str, language: str | None, embedder: Embedde
 
 
 def score_fusion(lists: Mapping[str, Sequence[tuple[str, float]]],
-                 weight: Callable[[str, str], float]) -> list[tuple[str, float, dict[str, int]]]:
+                 weight: Callable[[str, str], float],
+                 depth: int = CANDIDATES) -> list[tuple[str, float, dict[str, int]]]:
     """Fuse ranked lists of (id, raw score), best first: each list min-max normalised over its
-    candidates, weighted by weight(list name, id), summed. (id, score, {list: rank}) best first."""
+    candidates, weighted by weight(list name, id), summed. (id, score, {list: rank}) best first.
+
+    A BM25 list shorter than `depth` holds every chunk that matches at all: its floor is then 0
+    (no match), not its last entry — otherwise, in a small folder where two chunks match, the
+    second would count as no match."""
     scores: dict[str, float] = {}
     ranks: dict[str, dict[str, int]] = {}
     for name, items in lists.items():
         if not items:
             continue
         hi, lo = items[0][1], items[-1][1]
+        if name.startswith("bm25") and len(items) < depth:
+            lo = min(lo, 0.0)
         for rank, (doc, raw) in enumerate(items, start=1):
             norm = (raw - lo) / (hi - lo) if hi > lo else 1.0
             scores[doc] = scores.get(doc, 0.0) + weight(name, doc) * norm
@@ -471,7 +478,7 @@ class Searcher:
                 w = found.dense[key] if name.startswith("vector:") else 1.0 - found.dense[key]
                 return w * (FOLLOW_UP_WEIGHT if name.endswith("+context") else 1.0)
 
-            fused = score_fusion(ranked, weight)
+            fused = score_fusion(ranked, weight, candidates)
         else:
             raise HydraError(f"unknown fusion {fusion!r} (setting `fusion`): use "
                              + " or ".join(FUSIONS))

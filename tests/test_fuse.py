@@ -27,11 +27,14 @@ def test_score_fusion_normalises_each_list() -> None:
 
     lists = {"vector:m": [("a", 0.9), ("b", 0.5), ("c", 0.1)],
              "bm25": [("c", 30.0), ("a", 20.0), ("d", 10.0)]}
-    fused = score_fusion(lists, lambda name, key: 0.5)
+    fused = score_fusion(lists, lambda name, key: 0.5, depth=3)  # full lists
     by = {d: s for d, s, _ in fused}
     # a: vector 1.0, bm25 0.5 → 0.75; c: vector 0, bm25 1 → 0.5; b: 0.25; d: 0
     assert by == approx({"a": 0.75, "c": 0.5, "b": 0.25, "d": 0.0})
     assert fused[0][2] == {"vector:m": 1, "bm25": 2}
+    # a BM25 list shorter than the depth holds every match: its floor is 0, not its last entry
+    short = {d: s for d, s, _ in score_fusion(lists, lambda name, key: 0.5, depth=100)}
+    assert short == approx({"a": 0.5 + 0.5 * 20 / 30, "c": 0.5, "b": 0.25, "d": 0.5 * 10 / 30})
     # the weight decides between lists that disagree
     lean = score_fusion(lists, lambda name, key: 0.9 if name == "bm25" else 0.1)
     assert lean[0][0] == "c"
