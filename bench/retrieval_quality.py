@@ -3,9 +3,13 @@
 hybrid in the same run; file-level nDCG@10, Recall@10 and MRR@10.
 
     python bench/retrieval_quality.py [--sets scifact,cosqa] [--queries N] [--docs N]
+                                      [--contextualize]
 
 `--docs N` keeps every judged document of the chosen queries plus the first others up to N (a
-quicker, easier variant; the default is the whole corpus). Work files go to bench/.work/quality/.
+quicker, easier variant; the default is the whole corpus). `--contextualize` also indexes a copy
+of each folder with `index --contextualize` (the default chat model writes a context per chunk:
+seconds per chunk on a CPU, so use it with --docs) and evaluates that too. Work files go to
+bench/.work/quality/.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -67,10 +72,10 @@ def write_corpus(name: str, keep: set[str] | None, n_docs: int) -> Path:
     return folder
 
 
-def index(folder: Path) -> dict[str, object]:
+def index(folder: Path, *flags: str) -> dict[str, object]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "hydra_rag", "index", str(folder), "--json"],
-                          check=True, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "hydra_rag", "index", str(folder), "--json",
+                           *flags], check=True, capture_output=True, text=True)
     report = json.loads(proc.stdout)
     report["wall_s"] = time.perf_counter() - t0
     return report
@@ -104,6 +109,7 @@ def main() -> None:
     ap.add_argument("--sets", default="scifact,cosqa")
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--docs", type=int, default=0, help="0: the whole corpus")
+    ap.add_argument("--contextualize", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
     subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup"], check=True,
@@ -115,16 +121,25 @@ def main() -> None:
         if args.docs:
             keep = {d for q in queries for d in qrels[q["_id"]]}
         folder = write_corpus(name, keep, args.docs)
-        report = index(folder)
-        chunks = sum(report["chunks_total"].values())  # type: ignore[attr-defined]
-        print(f"{name}: {len(list(folder.glob('*' + SETS[name][1])))} documents, {chunks} chunks, "
-              f"{len(queries)} queries; index run {report['wall_s']:.1f}s "
-              f"({report['files_indexed']} files indexed now)", flush=True)
-        for mode, (methods, fusion) in MODES.items():
-            m = evaluate(folder, queries, qrels, methods, fusion)
-            rows.append((name, mode, m))
-            print(f"  {mode:10} nDCG@10 {m['ndcg@10']:.3f}  Recall@10 {m['recall@10']:.3f}  "
-                  f"MRR@10 {m['mrr@10']:.3f}  median {m['median_ms']:.0f} ms", flush=True)
+        variants = [(folder, ())]
+        if args.contextualize:
+            copy = folder.with_name(folder.name + "-ctx")
+            if not copy.exists():
+                shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(".hydra-index"))
+            variants.append((copy, ("--contextualize",)))
+        for where, flags in variants:
+            report = index(where, *flags)
+            chunks = sum(report["chunks_total"].values())  # type: ignore[attr-defined]
+            print(f"{where.name}: {len(list(where.glob('*' + SETS[name][1])))} documents, "
+                  f"{chunks} chunks, {len(queries)} queries; index run {report['wall_s']:.1f}s "
+                  f"({report['files_indexed']} files indexed now"
+                  + (f", {report['contexts_written']} contexts written" if flags else "") + ")",
+                  flush=True)
+            for mode, (methods, fusion) in MODES.items():
+                m = evaluate(where, queries, qrels, methods, fusion)
+                rows.append((name + " ".join(flags), mode, m))
+                print(f"  {mode:10} nDCG@10 {m['ndcg@10']:.3f}  Recall@10 {m['recall@10']:.3f}  "
+                      f"MRR@10 {m['mrr@10']:.3f}  median {m['median_ms']:.0f} ms", flush=True)
         best = max(m["ndcg@10"] for n, mode, m in rows if n == name and mode in ("dense", "bm25"))
         hybrid = next(m["ndcg@10"] for n, mode, m in rows if n == name and mode == "hybrid")
         print(f"  hybrid - best single: {hybrid - best:+.3f} (goal +0.030)", flush=True)

@@ -142,6 +142,12 @@ def index(
     language: Annotated[str | None, typer.Option(
         "--language", help="Language of the prose, for full-text search: an ISO code (de, cs) "
         "or a name; `auto` detects it again (default: detected on the first run, then kept).")] = None,
+    contextualize: Annotated[bool | None, typer.Option(
+        "--contextualize/--no-contextualize", help="Have a chat model write a situating sentence "
+        "for each chunk, embedded and full-text indexed with it (slow: seconds per chunk on a "
+        "CPU; kept for later runs once chosen).")] = None,
+    context_model: Annotated[str | None, typer.Option(
+        "--context-model", help="Chat model for --contextualize (default: smollm2-135m).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Index a folder into <folder>/.hydra-index (incremental; re-runs only read what changed)."""
@@ -162,11 +168,11 @@ def index(
             _say(f"skipped {len(paths):6}  {reason}: {', '.join(paths[:5])}"
                  + (" …" if len(paths) > 5 else ""))
         return
-    settings = load_settings(embedder=embedder)
+    settings = load_settings(embedder=embedder, context_model=context_model)
     view = _ProgressView()
     try:
         report = index_folder(path, settings, include, exclude, full, tag, wait, view, repair,
-                              language)
+                              language, contextualize)
     finally:
         view.stop()
     if as_json:

@@ -29,6 +29,7 @@ class Settings:
     # Memory a search process may use to hold small tables' vectors and rows (0: none); see
     # retrieve.Searcher for why.
     search_cache_mb: int = 128
+    context_model: str = "smollm2-135m"  # the chat model `index --contextualize` uses
     fusion: str = "score"  # how hybrid lists are fused: score (weighted, normalised) or rrf
 
     def embedder_for(self, table: str) -> str:

@@ -19,6 +19,7 @@ from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.chunk import CHUNKER_VERSION, chunk_text
 from hydra_rag.classify import classify
 from hydra_rag.config import Settings
+from hydra_rag.contextualize import Contextualizer, with_context
 from hydra_rag.errors import HydraError, IndexError_, IndexLocked
 from hydra_rag.lexical import Analysis, detect_language, parse_language
 from hydra_rag.locks import file_lock, lock_holder
@@ -64,6 +65,8 @@ class IndexReport:
     rebuild_reason: str = ""
     repaired: list[str] = field(default_factory=list)
     languages: dict[str, str] = field(default_factory=dict)  # table → language of its analysis
+    contextualized_by: str = ""  # the chat model that writes chunk contexts ("" = off)
+    contexts_written: int = 0  # contexts the model wrote in this run (the rest came from cache)
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -124,6 +127,7 @@ class _Prepared:
     kind: str | None
     rows: list[dict[str, Any]]
     skip: str = ""
+    document: str = ""  # the whole file, kept only when chunks are contextualized
 
 
 _T = TypeVar("_T")
@@ -157,8 +161,10 @@ class _Run:
     """State of one index run over one folder (holding its lock)."""
 
     def __init__(self, root: Path, settings: Settings, progress: ProgressFn,
-                 language: str | None = None) -> None:
+                 language: str | None = None, contextualize: bool | None = None) -> None:
         self.root = root
+        self.contextualize = contextualize  # True/False: switch; None: keep the folder's choice
+        self.ctx: Contextualizer | None = None
         self.language = language  # --language: a code or name, "auto", or None (keep/detect)
         self.analysis: dict[str, Analysis] = {}
         self.settings = settings
@@ -215,6 +221,14 @@ class _Run:
                         break
         elif not reason and store.table_names():
             reason = "the index has tables but no meta.yaml"
+        was_ctx = str(meta.get("contextualize") or "")
+        ctx_model = (self.settings.context_model if self.contextualize
+                     else "" if self.contextualize is False else was_ctx)
+        if not reason and meta and was_ctx != ctx_model:
+            reason = (f"contextualize {was_ctx or 'off'} → {ctx_model or 'off'} "
+                      "(every vector changes; contexts already written are reused)")
+        if ctx_model:  # a missing model fails here, before anything is dropped
+            self.ctx = Contextualizer(ctx_model, self.settings, store.dir / "contexts.json")
         if reason:
             if store.exists():
                 self.report.rebuilt = True
@@ -224,6 +238,10 @@ class _Run:
             meta = {}
         self.meta = meta or new_meta(wanted)
         self.meta["tables"] = {t: {"embedder": e, "dims": d} for t, (e, d) in wanted.items()}
+        self.meta.pop("contextualize", None)
+        if ctx_model:
+            self.meta["contextualize"] = ctx_model
+            self.report.contextualized_by = ctx_model
 
         try:
             files = store.read_files()
@@ -249,6 +267,13 @@ class _Run:
             lang = detect_language(self._prose_samples(walked))
         self.analysis = {"code": Analysis("en"), "prose": Analysis(lang)}
         self.report.languages = {t: a.language for t, a in self.analysis.items()}
+
+    def _lex_for(self, a: Analysis) -> Callable[[str, str], str]:
+        """The `lex` of a stored chunk (text, path): with its cached context when contextualized."""
+        ctx = self.ctx
+        if ctx is None:
+            return lambda text, path: a.document(text)
+        return lambda text, path: a.document(with_context(ctx.cached(path, text) or "", text))
 
     def _prose_samples(self, walked: WalkResult, want: int = 40, look: int = 400) -> list[str]:
         samples: list[str] = []
@@ -328,7 +353,7 @@ class _Run:
             elif lexical.get(t) != a.to_meta():
                 # A new analysis (or a format-1 index): recompute `lex`, keep the vectors.
                 self.progress(Progress("reanalyse", message=f"re-analysing the {t} table"))
-                n = store.reanalyse(t, a.document, a.fts_options())
+                n = store.reanalyse(t, self._lex_for(a), a.fts_options())
                 was = (lexical.get(t) or {}).get("language")
                 self.report.notes.append(
                     f"full-text index of {n} {t} chunks rebuilt for language {a.language}"
@@ -403,7 +428,7 @@ class _Run:
                 "line_start": ch.line_start, "line_end": ch.line_end,
                 "hash": text_hash(ch.text), "text": ch.text, "lex": analyse(ch.text),
             })
-        return _Prepared(cand, kind, rows)
+        return _Prepared(cand, kind, rows, document=text if self.ctx else "")
 
     def _flush(self, batch: list[_Prepared], files: dict[str, FileEntry],
                start_files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
@@ -427,6 +452,9 @@ class _Run:
             all_rows = [r for _, rows in items for r in rows]
             need = [r for r in all_rows if r["hash"] not in reused]
             client = self.client(t)
+            embed_text = {id(r): r["text"] for r in all_rows}
+            if self.ctx is not None:
+                self._contextualize(t, [p for p in batch if p.kind == t], client.fits, embed_text)
             if need:
                 base = self._done.chunks_done
 
@@ -434,7 +462,7 @@ class _Run:
                     self._done.chunks_done = base + n
                     self.progress(self._done)
 
-                vecs = client.embed_documents([r["text"] for r in need], on_batch)
+                vecs = client.embed_documents([embed_text[id(r)] for r in need], on_batch)
                 for r, v in zip(need, vecs, strict=True):
                     r["vector"] = v
             for r in all_rows:
@@ -452,6 +480,8 @@ class _Run:
             store.delete_ids(t, stale)
             report.chunks_added += len(new_rows)
             report.chunks_removed += len(stale)
+        if self.ctx is not None:
+            self.ctx.save()  # before files.json: a recorded file's contexts are never lost
         for cand, kind, rows in ((p.cand, p.kind, p.rows) for p in batch if p.kind):
             old = files.get(cand.rel)
             if old is not None and old.kind and old.kind != kind and old.chunks:
@@ -461,6 +491,25 @@ class _Run:
             report.files_indexed += 1
         store.write_files(files)
         return touched
+
+    def _contextualize(self, t: str, prepared: list[_Prepared], fits: Callable[[str], bool],
+                       embed_text: dict[int, str]) -> None:
+        """Write (or recall) each chunk's context; it goes before the chunk in the embedded
+        text and in `lex`, shortened if the two would not fit the embedder's context."""
+        assert self.ctx is not None
+        analysis = self.analysis[t]
+        for p in prepared:
+            for r in p.rows:
+                before = self.ctx.written
+                ctx = self.ctx.context(p.cand.rel, p.document, r["text"], r["line_start"])
+                while ctx and not fits(with_context(ctx, r["text"])):
+                    ctx = ctx[: len(ctx) // 2].rsplit(" ", 1)[0]
+                embed_text[id(r)] = with_context(ctx, r["text"])
+                r["lex"] = analysis.document(embed_text[id(r)])
+                if self.ctx.written != before and self.ctx.written % 25 == 0:
+                    self.progress(Progress("context", message=f"contextualized {self.ctx.written} "
+                                                              "chunks"))
+        self.report.contexts_written = self.ctx.written
 
     def _skip(self, p: _Prepared, files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
         """A file skipped for its content: count it, drop its old chunks, remember it so an
@@ -487,6 +536,7 @@ def index_folder(
     progress: ProgressFn | None = None,
     repair: bool = False,
     language: str | None = None,
+    contextualize: bool | None = None,
 ) -> IndexReport:
     """Bring `root/.hydra-index` up to date with the folder; returns what was done."""
     t0 = time.monotonic()
@@ -504,7 +554,7 @@ def index_folder(
                 f"another `hydra-rag index` (pid {pid or '?'}) is updating {root}; "
                 "wait for it to finish, or pass --wait SECONDS"
             )
-        run = _Run(root, settings, say, language)
+        run = _Run(root, settings, say, language, contextualize)
         if repair:
             store.journal_path.touch()  # check every row against files.json
         say(Progress("walk", message=f"walking {root}"))

@@ -198,7 +198,7 @@ class Store:
         )
 
     def reanalyse(self, name: str, analyse: Any, fts_options: dict[str, Any]) -> int:
-        """Rewrite table `name` with its `lex` column recomputed by `analyse(text)` and a new
+        """Rewrite table `name` with its `lex` column recomputed by `analyse(text, path)` and a new
         FTS index — vectors are kept, nothing is re-embedded. One overwrite commit: a crash
         leaves either the old table or the new one. Returns the number of rows."""
         import pyarrow as pa
@@ -208,7 +208,9 @@ class Store:
             raise IndexError_(f"table {name!r} in {self.dir} does not say which embedder built it")
         data = self.scan(name, ["id", "path", "kind", "line_start", "line_end", "hash", "text",
                                 "vector"])
-        lex = pa.array([analyse(t) for t in data.column("text").to_pylist()], pa.string())
+        lex = pa.array([analyse(t, path) for t, path in zip(data.column("text").to_pylist(),
+                                                            data.column("path").to_pylist(),
+                                                            strict=True)], pa.string())
         data = data.add_column(data.schema.get_field_index("vector"), FTS_COLUMN, lex)
         schema = self.schema(*recorded)
         self.create_table(name, recorded[0], recorded[1], fts_options, data.cast(schema))
