@@ -507,6 +507,7 @@ class _Run:
                 embed_text[id(r)] = with_context(ctx, r["text"])
                 r["lex"] = analysis.document(embed_text[id(r)])
                 if self.ctx.written != before and self.ctx.written % 25 == 0:
+                    self.ctx.save()  # an interrupted run keeps what the model has written
                     self.progress(Progress("context", message=f"contextualized {self.ctx.written} "
                                                               "chunks"))
         self.report.contexts_written = self.ctx.written
