@@ -248,6 +248,7 @@ class Searcher:
         if not self.stores:
             raise HydraError("no usable index: " + "; ".join(self.warnings))
         self._clients: dict[str, EmbedClient] = {}
+        self._entries: dict[str, Embedder | None] = {}
         self._broken_embedders: set[str] = set()
         self._sizes: dict[str, tuple[int, int]] = {}
         # Open async tables, reopened when files.json changes (another process re-indexed).
@@ -275,10 +276,13 @@ class Searcher:
         return self._clients[embedder_id]
 
     def _embedder(self, embedder_id: str) -> Embedder | None:
-        try:
-            return get_embedder(embedder_id)
-        except HydraError:
-            return None
+        """The catalog entry (read once: the catalog is YAML, slow to parse on every query)."""
+        if embedder_id not in self._entries:
+            try:
+                self._entries[embedder_id] = get_embedder(embedder_id)
+            except HydraError:
+                self._entries[embedder_id] = None
+        return self._entries[embedder_id]
 
     def _embed(self, embedder_id: str, queries: list[str]) -> Any:
         """Query vectors for one embedder, all queries in one request."""
