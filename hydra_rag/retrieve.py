@@ -478,8 +478,12 @@ class Searcher:
         if fusion == "rrf":
             fused = rrf({name: [key for key, _ in items] for name, items in ranked.items()})
         elif fusion == "score":
+            hybrid = "vector" in methods and "bm25" in methods
+
             def weight(name: str, key: str) -> float:
-                w = found.dense[key] if name.startswith("vector:") else 1.0 - found.dense[key]
+                # One method alone: its own order, whatever table a chunk is in.
+                w = 1.0 if not hybrid else (
+                    found.dense[key] if name.startswith("vector:") else 1.0 - found.dense[key])
                 return w * (FOLLOW_UP_WEIGHT if name.endswith("+context") else 1.0)
 
             fused = score_fusion(ranked, weight, candidates)

@@ -64,7 +64,10 @@ def test_parse_and_detect_language() -> None:
 def _bm25(folder: Path, query: str, k: int = 3) -> list[str]:
     proc = run_cli("search", query, "--path", str(folder), "--mode", "bm25", "--json", "-k", str(k))
     assert proc.returncode == 0, proc.stderr
-    return [r["path"] for r in json.loads(proc.stdout)["results"]]
+    results = json.loads(proc.stdout)["results"]
+    # one method alone: results in that list's own order, across code and prose alike
+    assert [r["ranks"]["bm25"] for r in results] == list(range(1, len(results) + 1))
+    return [r["path"] for r in results]
 
 
 def test_identifiers_match_the_way_people_type_them(isolated_home: Path, tmp_path: Path) -> None:
@@ -135,3 +138,22 @@ def test_language_flag_and_migration_never_reembed(isolated_home: Path, tmp_path
     assert run_cli("index", str(root), "--json").stdout.count("re-embedded") == 0  # kept
     proc = run_cli("index", str(root), "--language", "xx-nope")
     assert proc.returncode == 1 and "unknown language" in proc.stderr
+
+
+def test_one_method_alone_keeps_its_own_order(isolated_home: Path, tmp_path: Path) -> None:
+    # A plain-language query weights code and prose differently when fusing; with one method
+    # alone no such weight may reorder the list.
+    root = write_tree(tmp_path / "mixed", {
+        "billing.py": "def invoice(invoice):\n    # invoice invoice invoice\n    return invoice\n",
+        "util.py": "def add(a, b):\n    return a + b\n",
+        "notes.md": "# Notes\n\nSend the invoice on Monday, after the weekly meeting with the "
+                    "whole team, the visitors from the north office and the new accountant.\n",
+        "other.md": "# Other\n\nThe weekly meeting is on Monday.\n",
+    })
+    assert run_cli("index", str(root)).returncode == 0
+    # (_bm25 checks that the results come in the BM25 list's own order)
+    assert set(_bm25(root, "invoice")[:2]) == {"billing.py", "notes.md"}
+    for query in ("weekly meeting on Monday", "add two numbers", "send the invoice"):
+        proc = run_cli("search", query, "--path", str(root), "--mode", "vector", "--json")
+        ranks = [r["ranks"]["vector:minilm-l6"] for r in json.loads(proc.stdout)["results"]]
+        assert ranks == list(range(1, 5)), query
