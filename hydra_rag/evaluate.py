@@ -247,9 +247,10 @@ class Evaluator:
         out.answer = result.answer
         cited = [s.n for s in result.sources
                  if any(str(r) == s.store and rel == s.path for r, rel in targets)]
-        if not cited:  # the chat's own retrieval (top-k) did not pass it to the model
-            self._label(out, "reranking", "not among the passages given to the model",
-                        rank=out.rank)
+        if not cited:  # in the top k, yet left out to fit the model's context
+            out.label = "reranking"
+            out.fix = ("the passage was left out of the model's context (it did not fit): "
+                       "use a model with a longer context, or fewer passages (-k)")
             return
         missing = q.answer and _norm(q.answer) not in _norm(result.answer)
         if missing or not result.citations.ok:
@@ -265,8 +266,11 @@ def summarize(outcomes: list[Outcome], k: int) -> dict[str, Any]:
     def mean(xs: list[float]) -> float:
         return sum(xs) / len(xs) if xs else 0.0
 
-    ranks = [o.rank for o in outcomes]
-    worst = sorted(outcomes, key=lambda o: (o.rank is not None, -(o.rank or 0)))[:5]
+    # Hit@5/10 and nDCG@10 count the rank among all fused candidates, whatever -k is.
+    ranks = [o.candidate_rank for o in outcomes]
+    bad = [o for o in outcomes if o.label != "ok" or o.rank != 1]
+    worst = sorted(bad, key=lambda o: (o.label == "ok", o.candidate_rank is not None,
+                                       -(o.candidate_rank or 0)))[:5]
     labels: dict[str, int] = {}
     for o in outcomes:
         labels[o.label] = labels.get(o.label, 0) + 1
@@ -278,6 +282,6 @@ def summarize(outcomes: list[Outcome], k: int) -> dict[str, Any]:
         "mrr": mean([1.0 / r if r else 0.0 for r in ranks]),
         "ndcg@10": mean([1.0 / math.log2(1 + r) if r and r <= 10 else 0.0 for r in ranks]),
         "labels": labels,
-        "worst": [o.id for o in worst if o.label != "ok" or o.rank != 1],
+        "worst": [o.id for o in worst],
         "results": [asdict(o) for o in outcomes],
     }

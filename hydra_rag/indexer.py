@@ -277,7 +277,9 @@ class _Run:
 
     def _prose_samples(self, walked: WalkResult, want: int = 40, look: int = 400) -> list[str]:
         samples: list[str] = []
-        for cand in walked.files[:look]:
+        # Prose by name alone first: a code-only folder reads nothing here.
+        named = [c for c in walked.files if classify(c.rel, "") == "prose"]
+        for cand in named[:look]:
             text, _ = read_text(self.root / cand.rel)
             if text and classify(cand.rel, text[:200]) == "prose":
                 samples.append(text[:3000])
@@ -555,6 +557,8 @@ def index_folder(
                 f"another `hydra-rag index` (pid {pid or '?'}) is updating {root}; "
                 "wait for it to finish, or pass --wait SECONDS"
             )
+        if language and language != "auto":
+            parse_language(language)  # a typo fails here, before a rebuild could drop anything
         run = _Run(root, settings, say, language, contextualize)
         if repair:
             store.journal_path.touch()  # check every row against files.json

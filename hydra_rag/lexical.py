@@ -35,7 +35,7 @@ STEMMED = {
 BIGRAMS = {"zh", "ja", "ko"}
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z]{2,})|[A-Z]+s(?![a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _WORD = re.compile(r"\w+")
 
 
@@ -127,7 +127,14 @@ def detect_language(samples: list[str]) -> str:
     text = "\n".join(samples)[:20_000]
     if len(_WORD.findall(text)) < 20:
         return "en"
-    import py3langid
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-    code, _ = py3langid.classify(text)
-    return str(code)
+    global _IDENTIFIER
+    if _IDENTIFIER is None:
+        _IDENTIFIER = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    code, prob = _IDENTIFIER.classify(text)
+    return str(code) if prob >= MIN_LANGUAGE_CONFIDENCE else "en"
+
+
+MIN_LANGUAGE_CONFIDENCE = 0.8
+_IDENTIFIER: Any = None

@@ -30,7 +30,7 @@ from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.embed import EmbedClient, connect
 from hydra_rag.errors import HydraError, IndexError_
-from hydra_rag.lexical import Analysis, identifier_terms
+from hydra_rag.lexical import Analysis
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.store import FTS_COLUMN, TABLES, Store
 
@@ -43,7 +43,9 @@ CODE_DENSE_WEIGHT = 0.75
 FOREIGN_DENSE_WEIGHT = 0.1
 FOLLOW_UP_WEIGHT = 0.5  # the lists of the previous question, searched along with a follow-up
 FUSIONS = ("score", "rrf")
-_CODE_LIKE = re.compile(r"\w\.\w|\w\(|::|->|[{}\[\];=<>]")
+# camelCase, snake_case, a dotted name (os.path, README.md — not "e.g." or "2.0"), a call, ::, ->
+_CODE_LIKE = re.compile(r"[a-z][A-Z]|[A-Za-z0-9]_[A-Za-z0-9]|[A-Za-z_]{2,}\.[A-Za-z_]{2,}|\w\(|"
+                        r"::|->|[{}\[\];=<>]")
 METHODS = ("vector", "bm25")
 # Tables up to this many chunks are searched in memory (when search_cache_mb allows).
 CACHED_ROWS = 20_000
@@ -79,7 +81,7 @@ def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, f
 
 def looks_like_code(query: str) -> bool:
     """Does the query name code (an identifier, a call, a dotted path) rather than ask in words?"""
-    return bool(identifier_terms(query) or _CODE_LIKE.search(query))
+    return bool(_CODE_LIKE.search(query))
 
 
 def dense_weight(query: str, table: str, language: str | None, embedder: Embedder | None) -> float:
@@ -155,13 +157,15 @@ class _Lists:
     scores: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     where: dict[str, tuple[str, Any, int]] = field(default_factory=dict)  # key → (store, arrow, row)
     similarity: dict[str, float] = field(default_factory=dict)
-    dense: dict[str, float] = field(default_factory=dict)  # key → dense weight of its table
+    # (list tag, key) → the dense weight of the key's table for that list's query
+    dense: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def add(self, name: str, store: str, found: _Found, vector: bool, dense: float) -> None:
         out = self.scores.setdefault(name, [])
+        tag = "+context" if name.endswith("+context") else ""
         for cid, value, at in zip(found.ids, found.scores, found.at, strict=True):
             key = f"{store}\0{cid}"
-            self.dense[key] = dense
+            self.dense[(tag, key)] = dense
             if vector:
                 self.similarity[key] = max(self.similarity.get(key, -1.0), value)
             out.append((key, value))
@@ -256,6 +260,7 @@ class Searcher:
         self._analysis: dict[str, Analysis | None] = {}  # None: a format-1 index, raw queries
         self._cache: dict[str, _Cached | None] = {}  # None: not worth caching at this stamp
         self._cache_stamps: dict[str, int] = {}
+        self._reserved = 0  # bytes of tables being loaded right now
         self._loop = asyncio.new_event_loop()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hydra-embed")
         weakref.finalize(self, _close, self._loop, self._pool)
@@ -337,9 +342,16 @@ class Searcher:
         size = self._sizes.get(key, (0, -1))[1]
         used = sum(c.nbytes for c in self._cache.values() if c is not None)
         budget = self.settings.search_cache_mb * 2**20
-        if not 0 < size <= CACHED_ROWS or used >= budget:
+        # Tables load concurrently: reserve an estimate (a 384-dim vector and ~2 KB of row)
+        # before loading, and check the real size against what is held after.
+        estimate = size * (4 * 384 + 2048)
+        if not 0 < size <= CACHED_ROWS or used + self._reserved + estimate > budget:
             return None
-        data = await tbl.query().with_row_id().select([*_COLUMNS, "vector"]).to_arrow()
+        self._reserved += estimate
+        try:
+            data = await tbl.query().with_row_id().select([*_COLUMNS, "vector"]).to_arrow()
+        finally:
+            self._reserved -= estimate
         vec = data.column("vector").combine_chunks()
         dims = vec.type.list_size
         cached = _Cached(
@@ -347,7 +359,8 @@ class Searcher:
             vec.flatten().to_numpy().astype(np.float32, copy=False).reshape(len(vec), dims),
             data.column("id").to_pylist(), data.column("_rowid").to_pylist(),
         )
-        if used + cached.nbytes <= budget:
+        used = sum(c.nbytes for c in self._cache.values() if c is not None)
+        if used + self._reserved + cached.nbytes <= budget:
             self._cache[key] = cached
         return cached
 
@@ -377,6 +390,15 @@ class Searcher:
             return cached.take(found) if cached else _Found.from_lance(found, "_score")
 
         fts_jobs = [asyncio.ensure_future(fts(q)) for q in queries] if use_bm25 else []
+        try:
+            return await self._vectors_then(tbl, cached, fts_jobs, vectors, queries, candidates)
+        finally:
+            for job in fts_jobs:  # after a failure, nothing is left pending
+                job.cancel()
+
+    async def _vectors_then(self, tbl: Any, cached: _Cached | None, fts_jobs: list[Any],
+                            vectors: Any, queries: list[str],
+                            candidates: int) -> list[tuple[Any, Any]]:
         matrix = await vectors  # embedded meanwhile, in a thread (None: no vector search)
         vec: list[_Found | None]
         if matrix is None:
@@ -389,7 +411,7 @@ class Searcher:
                 .limit(candidates).select([*_COLUMNS, "_distance"]).to_arrow()
                 for i in range(len(queries))
             ])]
-        bm25 = await asyncio.gather(*fts_jobs) if use_bm25 else [None] * len(queries)
+        bm25 = await asyncio.gather(*fts_jobs) if fts_jobs else [None] * len(queries)
         return list(zip(vec, bm25, strict=True))
 
     async def _gather(self, queries: list[str], tables: Sequence[str],
@@ -481,10 +503,11 @@ class Searcher:
             hybrid = "vector" in methods and "bm25" in methods
 
             def weight(name: str, key: str) -> float:
+                follow_up = name.endswith("+context")
+                dense = found.dense[("+context" if follow_up else "", key)]
                 # One method alone: its own order, whatever table a chunk is in.
-                w = 1.0 if not hybrid else (
-                    found.dense[key] if name.startswith("vector:") else 1.0 - found.dense[key])
-                return w * (FOLLOW_UP_WEIGHT if name.endswith("+context") else 1.0)
+                w = 1.0 if not hybrid else dense if name.startswith("vector:") else 1.0 - dense
+                return w * (FOLLOW_UP_WEIGHT if follow_up else 1.0)
 
             fused = score_fusion(ranked, weight, candidates)
         else:

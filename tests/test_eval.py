@@ -50,13 +50,16 @@ def test_labels_search_and_reranking(tmp_path: Path) -> None:
 def test_summary_metrics() -> None:
     from hydra_rag.evaluate import Outcome
 
-    outs = [Outcome("1", "q", "p", 1), Outcome("2", "q", "p", 3), Outcome("3", "q", "p", None,
-                                                                          "search")]
-    s = summarize(outs, 10)
-    assert s["hit@1"] == pytest.approx(1 / 3) and s["hit@5"] == pytest.approx(2 / 3)
-    assert s["mrr"] == pytest.approx((1 + 1 / 3) / 3)
-    assert s["ndcg@10"] == pytest.approx((1 + 1 / math.log2(4)) / 3)
-    assert s["worst"][0] == "3" and s["labels"] == {"ok": 2, "search": 1}
+    outs = [Outcome("1", "q", "p", 1, candidate_rank=1), Outcome("2", "q", "p", 3, candidate_rank=3),
+            Outcome("3", "q", "p", None, "search"),
+            # beyond -k 5 but found at 8: counts for Hit@10 and nDCG@10 all the same
+            Outcome("4", "q", "p", None, "reranking", candidate_rank=8)]
+    s = summarize(outs, 5)
+    assert s["hit@1"] == pytest.approx(1 / 4) and s["hit@5"] == pytest.approx(2 / 4)
+    assert s["hit@10"] == pytest.approx(3 / 4)
+    assert s["mrr"] == pytest.approx((1 + 1 / 3 + 1 / 8) / 4)
+    assert s["ndcg@10"] == pytest.approx((1 + 1 / math.log2(4) + 1 / math.log2(9)) / 4)
+    assert s["worst"] == ["3", "4", "2"] and s["labels"] == {"ok": 2, "search": 1, "reranking": 1}
 
 
 def test_question_files_are_checked(tmp_path: Path) -> None:

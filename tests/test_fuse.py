@@ -60,3 +60,6 @@ def test_dense_weight_rules() -> None:
     assert dense_weight("kdo prořezal kdouloň", "prose", "cs", anyl) == DENSE_WEIGHT
     assert looks_like_code("os.path.join") and looks_like_code("len(x)")
     assert not looks_like_code("python check if a variable is iterable")
+    for plain in ("python3 list of APIs, e.g. version 2.0", "convert URLs to IDs"):
+        assert not looks_like_code(plain), plain
+    assert looks_like_code("what does get_user do") and looks_like_code("where is README.md")

@@ -27,6 +27,7 @@ def test_split_identifier() -> None:
     assert split_identifier("HTTPServer2") == ["http", "server", "2"]
     assert split_identifier("parseJSONResponse") == ["parse", "json", "response"]
     assert split_identifier("__init__") == ["init"]
+    assert split_identifier("APIs") == ["apis"] and split_identifier("parseURLs") == ["parse", "urls"]
 
 
 def test_identifier_terms_keep_parts_and_joined_forms() -> None:
@@ -138,6 +139,11 @@ def test_language_flag_and_migration_never_reembed(isolated_home: Path, tmp_path
     assert run_cli("index", str(root), "--json").stdout.count("re-embedded") == 0  # kept
     proc = run_cli("index", str(root), "--language", "xx-nope")
     assert proc.returncode == 1 and "unknown language" in proc.stderr
+    # a typo next to --full fails before the rebuild drops anything
+    proc = run_cli("index", str(root), "--full", "--language", "polsih")
+    assert proc.returncode == 1 and "unknown language" in proc.stderr
+    rep = json.loads(run_cli("index", str(root), "--json").stdout)
+    assert (rep["rebuilt"], rep["files_unchanged"]) == (False, 2)
 
 
 def test_one_method_alone_keeps_its_own_order(isolated_home: Path, tmp_path: Path) -> None:
