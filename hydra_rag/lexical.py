@@ -22,7 +22,7 @@ from typing import Any
 
 from hydra_rag.errors import HydraError
 
-LEXICAL_VERSION = 1
+LEXICAL_VERSION = 2  # 2: plural acronyms (APIs) stay whole
 PREFIX_STEM = 5
 
 # ISO 639-1 → the name LanceDB's stemmer and stop-word lists know.
