@@ -6,7 +6,7 @@ Default fusion ("score"): each list's raw scores are min-max normalised over its
 (`dense_weight`): 0.5; 0.75 for a plain-language question over code, where BM25 rarely shares
 the code's words; 0.1 where the embedder does not know the table's language, where its vectors
 are close to noise. Measured on SciFact and CoSQA (BENCHMARKS.md) it beats Reciprocal Rank
-Fusion by 0.02 and 0.07 nDCG@10: RRF only sees ranks, so a weak list's confident-looking top
+Fusion by 0.015 and 0.072 nDCG@10: RRF only sees ranks, so a weak list's confident-looking top
 ranks count as much as a strong list's.
 
 RRF (k = 60), score(d) = Σ 1 / (60 + rank), stays available (`fusion: rrf`). Either way lists
