@@ -57,16 +57,9 @@ def main() -> None:
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
     subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup"], check=True,
                    capture_output=True)
-    qrels: dict[str, dict[str, float]] = {}
-    for line in (DATA / "qrels" / "train.tsv").read_text().splitlines()[1:]:
-        qid, doc, grade = line.split("\t")
-        qrels.setdefault(qid, {})[doc] = float(grade)
-    items = []
-    with (DATA / "queries.jsonl").open() as f:
-        for line in f:
-            q = json.loads(line)
-            if q["_id"] in qrels and len(items) < args.queries:
-                items.append(q)
+    from retrieval_quality import load  # this folder: the same judged SciFact claims
+
+    items, qrels = load("scifact", args.queries)
     keep = {d for q in items for d in qrels[q["_id"]]}
     WORK.mkdir(parents=True, exist_ok=True)
     stamp = WORK / "corpus.json"

@@ -133,8 +133,13 @@ def _relative(q: Question, roots: list[Path]) -> list[tuple[Path, str]]:
     return [(r, p.as_posix()) for r in roots]
 
 
+def in_target(store: str, path: str, targets: list[tuple[Path, str]]) -> bool:
+    """Is (store, path) the file a question points at?"""
+    return any(str(r) == store and rel == path for r, rel in targets)
+
+
 def relevant(hit: Hit, q: Question, targets: list[tuple[Path, str]]) -> bool:
-    if not any(str(r) == hit.store and rel == hit.path for r, rel in targets):
+    if not in_target(hit.store, hit.path, targets):
         return False
     if q.lines and (hit.line_end < q.lines[0] or hit.line_start > q.lines[1]):
         return False
@@ -245,8 +250,7 @@ class Evaluator:
         assert self.answer is not None
         result = self.answer(q.question)
         out.answer = result.answer
-        cited = [s.n for s in result.sources
-                 if any(str(r) == s.store and rel == s.path for r, rel in targets)]
+        cited = [s.n for s in result.sources if in_target(s.store, s.path, targets)]
         if not cited:  # in the top k, yet left out to fit the model's context
             out.label = "reranking"
             out.fix = ("the passage was left out of the model's context (it did not fit): "
