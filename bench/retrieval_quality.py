@@ -3,13 +3,15 @@
 hybrid in the same run; file-level nDCG@10, Recall@10 and MRR@10.
 
     python bench/retrieval_quality.py [--sets scifact,cosqa] [--queries N] [--docs N]
-                                      [--contextualize]
+                                      [--contextualize] [--rerank N] [--rerank-top 20]
 
 `--docs N` keeps every judged document of the chosen queries plus the first others up to N (a
 quicker, easier variant; the default is the whole corpus). `--contextualize` also indexes a copy
 of each folder with `index --contextualize` (the default chat model writes a context per chunk:
-seconds per chunk on a CPU, so use it with --docs) and evaluates that too. Work files go to
-bench/.work/quality/.
+seconds per chunk on a CPU, so use it with --docs) and evaluates that too. `--rerank N` also reranks the
+top `--rerank-top` fused candidates of the first N queries with the configured reranker (seconds
+per query on a CPU) and compares with the plain hybrid on those same N queries. Work files go
+to bench/.work/quality/.
 """
 
 from __future__ import annotations
@@ -82,12 +84,14 @@ def index(folder: Path, *flags: str) -> dict[str, object]:
 
 
 def evaluate(folder: Path, queries: list[dict[str, str]], qrels: dict[str, dict[str, float]],
-             methods: tuple[str, ...], fusion: str) -> dict[str, float]:
+             methods: tuple[str, ...], fusion: str, rerank_top: int = 0) -> dict[str, float]:
     from hydra_rag.config import load_settings
     from hydra_rag.metrics import distinct, ndcg_at, recall_at, reciprocal_rank
     from hydra_rag.retrieve import Searcher
 
-    searcher = Searcher(folder, replace(load_settings(), fusion=fusion))
+    settings = replace(load_settings(), fusion=fusion, rerank=bool(rerank_top),
+                       rerank_top=rerank_top or 20)
+    searcher = Searcher(folder, settings)
     ndcg, recall, mrr, times = [], [], [], []
     for q in queries:
         t0 = time.perf_counter()
@@ -110,10 +114,16 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--docs", type=int, default=0, help="0: the whole corpus")
     ap.add_argument("--contextualize", action="store_true")
+    ap.add_argument("--rerank", type=int, default=0, metavar="N",
+                    help="also rerank the first N queries (0: not at all)")
+    ap.add_argument("--rerank-top", type=int, default=20)
     args = ap.parse_args()
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
     subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup"], check=True,
                    capture_output=True)
+    if args.rerank:
+        subprocess.run([sys.executable, "-m", "hydra_rag", "rerankers", "pull"], check=True,
+                       capture_output=True)
     rows = []
     for name in args.sets.split(","):
         queries, qrels = load(name, args.queries)
@@ -140,6 +150,14 @@ def main() -> None:
                 rows.append((name + " ".join(flags), mode, m))
                 print(f"  {mode:10} nDCG@10 {m['ndcg@10']:.3f}  Recall@10 {m['recall@10']:.3f}  "
                       f"MRR@10 {m['mrr@10']:.3f}  median {m['median_ms']:.0f} ms", flush=True)
+            if args.rerank:
+                sub = queries[: args.rerank]
+                for mode, top in (("hybrid", 0), (f"+rerank@{args.rerank_top}", args.rerank_top)):
+                    m = evaluate(where, sub, qrels, ("vector", "bm25"), "score", top)
+                    rows.append((name + " ".join(flags), f"{mode} ({len(sub)} q)", m))
+                    print(f"  {mode:10} nDCG@10 {m['ndcg@10']:.3f}  Recall@10 "
+                          f"{m['recall@10']:.3f}  MRR@10 {m['mrr@10']:.3f}  median "
+                          f"{m['median_ms']:.0f} ms  (first {len(sub)} queries)", flush=True)
         best = max(m["ndcg@10"] for n, mode, m in rows if n == name and mode in ("dense", "bm25"))
         hybrid = next(m["ndcg@10"] for n, mode, m in rows if n == name and mode == "hybrid")
         print(f"  hybrid - best single: {hybrid - best:+.3f} (goal +0.030)", flush=True)

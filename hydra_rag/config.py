@@ -31,6 +31,9 @@ class Settings:
     search_cache_mb: int = 128
     context_model: str = "smollm2-135m"  # the chat model `index --contextualize` uses
     fusion: str = "score"  # how hybrid lists are fused: score (weighted, normalised) or rrf
+    rerank: bool = False  # reorder the first `rerank_top` fused candidates with `reranker`
+    reranker: str = "ms-marco-minilm-l12"
+    rerank_top: int = 20  # candidates the reranker reads per search (1-100)
 
     def embedder_for(self, table: str) -> str:
         """The embedder id chosen for the `code` or `prose` table."""

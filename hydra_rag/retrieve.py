@@ -11,6 +11,9 @@ ranks count as much as a strong list's.
 
 RRF (k = 60), score(d) = Σ 1 / (60 + rank), stays available (`fusion: rrf`). Either way lists
 are fused first and cut to top-k after.
+
+With `rerank` on, a cross-encoder then reorders the first `rerank_top` fused candidates
+(hydra_rag.rerank).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from hydra_rag.embed import EmbedClient, connect
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.lexical import Analysis
 from hydra_rag.paths import INDEX_DIR
+from hydra_rag.rerank import RerankClient, check_top, connect_reranker, rerank
 from hydra_rag.store import FTS_COLUMN, TABLES, Store
 
 RRF_K = 60
@@ -65,6 +69,7 @@ class Hit:
     ranks: dict[str, int] = field(default_factory=dict)
     id: str = ""
     similarity: float | None = None  # cosine similarity to the query, when a vector list had it
+    rerank: float | None = None  # the reranker's score, when it read this chunk
 
 
 def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
@@ -261,6 +266,9 @@ class Searcher:
         self._cache: dict[str, _Cached | None] = {}  # None: not worth caching at this stamp
         self._cache_stamps: dict[str, int] = {}
         self._reserved = 0  # bytes of tables being loaded right now
+        self._reranker: RerankClient | None = None
+        if settings.rerank:
+            check_top(settings.rerank_top)
         self._loop = asyncio.new_event_loop()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hydra-embed")
         weakref.finalize(self, _close, self._loop, self._pool)
@@ -513,13 +521,19 @@ class Searcher:
         else:
             raise HydraError(f"unknown fusion {fusion!r} (setting `fusion`): use "
                              + " or ".join(FUSIONS))
+        top = self.settings.rerank_top if self.settings.rerank else 0
+        keep = None if k is None else max(k, top)
         hits = []
-        for key, score, ranks in fused if k is None else fused[:k]:
+        for key, score, ranks in fused if keep is None else fused[:keep]:
             r = found.row(key)
             hits.append(Hit(r["store"], r["path"], r["kind"], int(r["line_start"]),
                             int(r["line_end"]), r["text"], score, ranks, r["id"],
                             found.similarity.get(key)))
-        return hits
+        if top:
+            if self._reranker is None:
+                self._reranker = connect_reranker(self.settings)
+            hits = rerank(self._reranker, query, hits, top)
+        return hits if k is None else hits[:k]
 
 
 def _close(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:

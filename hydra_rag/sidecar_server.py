@@ -1,5 +1,10 @@
 """The sidecar process: llama-cpp-python's OpenAI-compatible server, bound to loopback,
 that exits by itself after an idle time. Started by `hydra_rag.sidecar`, not by users.
+
+A reranker runs in a small app of our own (llama-cpp-python's server has no rerank route):
+`POST /v1/rerank {"query", "documents"}` scores each (query, document) pair with a
+cross-encoder GGUF through llama.cpp's rank pooling, and `GET /v1/models` answers the health
+check like the other sidecars.
 """
 
 from __future__ import annotations
@@ -9,6 +14,17 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from hydra_rag.convert_bert import SEGMENT_B_KEY, SEGMENT_B_MARK
+
+
+class RerankRequest(BaseModel):
+    query: str
+    documents: list[str]
+    model: str | None = None
 
 
 def _forget(record: str) -> None:
@@ -24,12 +40,88 @@ def _forget(record: str) -> None:
         pass
 
 
+def _tokens(llm: Any, text: str, add_bos: bool) -> list[int]:
+    text = text.replace(SEGMENT_B_MARK, "")  # never reach the second-segment copies by text
+    return llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
+
+
+def _pairs(llm: Any, query: str, documents: list[str], n_ctx: int) -> list[list[int]]:
+    """[CLS] query [SEP] document [SEP] token ids, the document cut to fit the context; a query
+    may take at most half of it. The document's ids are moved to the second-segment copies
+    when the GGUF has them (convert_bert._fold_segments); a RoBERTa-style model gets two
+    separators between the texts."""
+    meta = llm.metadata
+    shift = int(meta.get(SEGMENT_B_KEY, 0))
+    q = _tokens(llm, query, add_bos=True)
+    if len(q) > n_ctx // 2:
+        q = q[: n_ctx // 2 - 1] + [q[-1]]
+    sep = q[-1]
+    if meta.get("general.architecture", "bert") != "bert":
+        q = q + [sep]
+    room = n_ctx - len(q) - 1
+    return [q + [t + shift for t in _tokens(llm, d, add_bos=False)[:room] + [sep]]
+            for d in documents]
+
+
+def rank_scores(llm: Any, query: str, documents: list[str], n_ctx: int) -> list[float]:
+    """One relevance logit per document, as many pairs per decode as fit the batch."""
+    import llama_cpp
+
+    pairs = _pairs(llm, query, documents, n_ctx)
+    scores: list[float] = []
+    i = 0
+    while i < len(pairs):
+        llm._batch.reset()
+        used = seqs = 0
+        while i < len(pairs) and seqs < llm.context_params.n_seq_max and (
+                seqs == 0 or used + len(pairs[i]) <= llm.n_batch):
+            llm._batch.add_sequence(pairs[i], seqs, True)
+            used += len(pairs[i])
+            seqs += 1
+            i += 1
+        llm._ctx.kv_cache_clear()
+        llm._ctx.decode(llm._batch)
+        scores += [float(llama_cpp.llama_get_embeddings_seq(llm._ctx.ctx, s)[0])
+                   for s in range(seqs)]
+    return scores
+
+
+def _rerank_app(args: argparse.Namespace, threads: int) -> Any:
+    import llama_cpp
+    from fastapi import FastAPI, HTTPException
+
+    llm = llama_cpp.Llama(
+        args.model, embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_RANK,
+        n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=args.n_batch, n_seq_max=64,
+        n_threads=threads, n_threads_batch=threads, flash_attn=True, verbose=False,
+    )
+    if llm.pooling_type() != llama_cpp.LLAMA_POOLING_TYPE_RANK:
+        raise SystemExit(f"{args.model} is not a reranker (no rank pooling)")
+    lock = threading.Lock()
+    app = FastAPI()
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": args.alias, "object": "model"}]}
+
+    @app.post("/v1/rerank")
+    def rerank(req: RerankRequest) -> dict[str, Any]:
+        if not req.query.strip():
+            raise HTTPException(400, "the query is empty")
+        with lock:  # one llama.cpp context: one request at a time
+            scores = rank_scores(llm, req.query, req.documents, args.n_ctx)
+        return {"model": args.alias,
+                "results": [{"index": i, "relevance_score": s} for i, s in enumerate(scores)]}
+
+    return app
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m hydra_rag.sidecar_server")
     ap.add_argument("--model", required=True)
     ap.add_argument("--alias", required=True)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--role", choices=("embed", "chat"), required=True)
+    ap.add_argument("--role", choices=("embed", "chat", "rerank"), required=True)
     ap.add_argument("--idle", type=float, default=900.0, help="seconds without requests; 0 = never")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--n-ctx", type=int, default=512)
@@ -38,11 +130,15 @@ def main() -> None:
     ap.add_argument("--record", default="", help="record file to remove on idle exit")
     args = ap.parse_args()
 
-    import uvicorn
+    threads = args.threads or (os.cpu_count() or 1)
+    app = _rerank_app(args, threads) if args.role == "rerank" else _openai_app(args, threads)
+    _serve(app, args)
+
+
+def _openai_app(args: argparse.Namespace, threads: int) -> Any:
     from llama_cpp.server.app import create_app
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
-    threads = args.threads or (os.cpu_count() or 1)
     model = ModelSettings(
         model=args.model,
         model_alias=args.alias,
@@ -58,7 +154,12 @@ def main() -> None:
         verbose=False,
     )
     server = ServerSettings(host="127.0.0.1", port=args.port)
-    app = create_app(server_settings=server, model_settings=[model])
+    return create_app(server_settings=server, model_settings=[model])
+
+
+def _serve(app: Any, args: argparse.Namespace) -> None:
+    """Run the app on loopback; exit after `--idle` seconds without a request."""
+    import uvicorn
 
     state = {"last": time.monotonic(), "busy": 0}
     lock = threading.Lock()

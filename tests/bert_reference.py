@@ -1,7 +1,8 @@
-"""A plain numpy forward pass of a BERT sentence embedder, to check converted GGUF files against.
+"""A plain numpy forward pass of BERT, to check converted GGUF files against.
 
-Independent of llama.cpp: reads the original safetensors weights and does the maths by hand
-(embeddings, post-norm encoder layers with exact GELU, mean pooling, L2 normalisation).
+Independent of llama.cpp: reads the original weights and does the maths by hand (embeddings
+with real token types, post-norm encoder layers with exact GELU), then either mean pooling and
+L2 normalisation (a sentence embedder) or pooler + classifier (a cross-encoder reranker).
 """
 
 from __future__ import annotations
@@ -25,23 +26,36 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 
 
 class BertReference:
-    """Mean-pooled, normalised sentence vectors from token ids."""
+    """Mean-pooled, normalised sentence vectors, or a reranker's logit, from token ids."""
 
-    def __init__(self, model_dir: Path) -> None:
-        from safetensors.numpy import load_file
+    def __init__(self, model_dir: Path, weights: dict[str, np.ndarray] | None = None,
+                 hp: dict | None = None) -> None:
+        if weights is None:
+            from safetensors.numpy import load_file
 
-        self.hp = json.loads((model_dir / "config.json").read_text())
-        raw = load_file(str(model_dir / "model.safetensors"))
-        self.w = {k.removeprefix("bert."): v.astype(np.float64) for k, v in raw.items()}
+            weights = load_file(str(model_dir / "model.safetensors"))
+        self.hp = hp if hp is not None else json.loads((model_dir / "config.json").read_text())
+        self.w = {k.removeprefix("bert."): v.astype(np.float64) for k, v in weights.items()}
 
     def embed(self, ids: list[int]) -> np.ndarray:
+        pooled = self.hidden(ids, [0] * len(ids)).mean(0)
+        return pooled / np.linalg.norm(pooled)
+
+    def rank(self, ids: list[int], types: list[int]) -> float:
+        """A cross-encoder's relevance logit: tanh(pooler · [CLS]) then the classifier."""
+        w = self.w
+        cls = self.hidden(ids, types)[0]
+        pooled = np.tanh(w["pooler.dense.weight"] @ cls + w["pooler.dense.bias"])
+        return float((w["classifier.weight"] @ pooled + w["classifier.bias"])[0])
+
+    def hidden(self, ids: list[int], types: list[int]) -> np.ndarray:
         w, hp = self.w, self.hp
         eps = hp["layer_norm_eps"]
         n_head = hp["num_attention_heads"]
         x = (
             w["embeddings.word_embeddings.weight"][ids]
             + w["embeddings.position_embeddings.weight"][: len(ids)]
-            + w["embeddings.token_type_embeddings.weight"][0]
+            + w["embeddings.token_type_embeddings.weight"][types]
         )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
         for i in range(hp["num_hidden_layers"]):
@@ -75,5 +89,4 @@ class BertReference:
                 w[p + "output.LayerNorm.bias"],
                 eps,
             )
-        pooled = x.mean(0)
-        return pooled / np.linalg.norm(pooled)
+        return x

@@ -41,6 +41,7 @@ def test_labels_search_and_reranking(tmp_path: Path) -> None:
     out = ev.one(Question("q", "b.md"))
     assert (out.rank, out.label, out.candidate_rank) == (None, "reranking", 4)
     assert "vector:m #2" in out.fix and "raise -k to 4" in out.fix
+    assert "--rerank --rerank-top 20" in out.fix
     out = Evaluator(_FakeSearcher(other), [root], k=2).one(Question("q", "b.md"))  # type: ignore[arg-type]
     assert out.label == "search" and "document's own words" in out.fix
     out = Evaluator(_FakeSearcher([target]), [root], k=2).one(Question("q", "b.md"))  # type: ignore[arg-type]

@@ -1,0 +1,124 @@
+"""Reranking: a cross-encoder reads the question together with each of the top fused
+candidates and scores the pair; those candidates are reordered by that score.
+
+A cross-encoder sees question and passage at once, which neither the vectors (embedded apart)
+nor BM25 (word overlap) do, but it costs a forward pass per candidate: `rerank_top` (default
+20, at most MAX_TOP) bounds the time of one search. It is off by default: on this machine it
+pays on scientific claims and costs on plain-language questions about code (BENCHMARKS.md).
+
+The model runs in a llama.cpp sidecar of its own (role "rerank", `POST /v1/rerank`), started
+and stopped like the embedder's.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from hydra_rag.catalog import RERANK_PORTS, Reranker, get_reranker
+from hydra_rag.config import Settings
+from hydra_rag.errors import ConfigError, ModelError, SidecarError
+from hydra_rag.sidecar import SidecarSpec, ensure, log_tail, read_record
+
+if TYPE_CHECKING:
+    from hydra_rag.retrieve import Hit
+
+MAX_TOP = 100  # a cap whatever is asked: 100 pairs already take ~10 s on two cores
+
+
+def check_top(top: int) -> int:
+    """`rerank_top` as given, or a clear error."""
+    if not 1 <= top <= MAX_TOP:
+        raise ConfigError(f"rerank_top must be between 1 and {MAX_TOP}, got {top} "
+                          "(it bounds how many candidates the reranker reads per search)")
+    return top
+
+
+@dataclass
+class RerankClient:
+    """Talks to one /v1/rerank endpoint for one catalog reranker."""
+
+    reranker: Reranker
+    base_url: str
+    sidecar_id: str | None = None
+
+    @cached_property
+    def _conn(self) -> http.client.HTTPConnection:
+        parts = urlsplit(self.base_url)
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        return cls(parts.hostname or "127.0.0.1", parts.port, timeout=600)
+
+    def _explain(self, msg: str) -> str:
+        if self.sidecar_id:
+            rec = read_record(self.sidecar_id)
+            if rec is not None:
+                from pathlib import Path
+
+                return f"{msg}\nsidecar log {rec.log}:\n{log_tail(Path(rec.log))}"
+        return msg
+
+    def scores(self, query: str, documents: Sequence[str]) -> list[float]:
+        """One relevance score per document, in the documents' order (higher: more relevant)."""
+        if not documents:
+            return []
+        path = urlsplit(self.base_url).path.rstrip("/")
+        path = (path if path.endswith("/v1") else path + "/v1") + "/rerank"
+        body = json.dumps({"query": query, "documents": list(documents),
+                           "model": self.reranker.id})
+        for attempt in (1, 2):
+            try:
+                self._conn.request("POST", path, body=body,
+                                   headers={"Content-Type": "application/json"})
+                resp = self._conn.getresponse()
+                raw = resp.read()
+                break
+            except (OSError, http.client.HTTPException) as exc:
+                self._conn.close()
+                if attempt == 2:
+                    raise SidecarError(self._explain(
+                        f"cannot reach reranker {self.reranker.id!r} at {self.base_url}: {exc}"
+                    )) from None
+        if resp.status != 200:
+            raise SidecarError(self._explain(
+                f"reranker {self.reranker.id!r} answered HTTP {resp.status}: "
+                f"{raw[:300].decode(errors='replace')}"))
+        try:
+            results = json.loads(raw)["results"]
+            by_index = {int(r["index"]): float(r["relevance_score"]) for r in results}
+            return [by_index[i] for i in range(len(documents))]
+        except (ValueError, KeyError, TypeError):
+            raise SidecarError(f"reranker {self.reranker.id!r} at {self.base_url} gave an answer "
+                               "that is not a score per document") from None
+
+
+def connect_reranker(settings: Settings) -> RerankClient:
+    """A client for the configured reranker: its URL if it has one, else its local sidecar."""
+    rr = get_reranker(settings.reranker)
+    if rr.url:
+        return RerankClient(rr, rr.url)
+    path = rr.model_path()
+    if path is None or not path.is_file():
+        raise ModelError(f"reranker {rr.id!r} is not installed ({path}); "
+                         f"run `hydra-rag rerankers pull {rr.id}`")
+    spec = SidecarSpec(
+        id=rr.id, role="rerank", model_path=str(path), port=rr.port,
+        port_range=(RERANK_PORTS.start, RERANK_PORTS.stop - 1),
+        n_ctx=rr.max_tokens, n_batch=rr.max_tokens, threads=settings.threads,
+        idle_seconds=settings.sidecar_idle_minutes * 60,
+    )
+    rec = ensure(spec, timeout=settings.sidecar_start_timeout)
+    return RerankClient(rr, rec.url, sidecar_id=rr.id)
+
+
+def rerank(client: RerankClient, query: str, hits: Sequence[Hit], top: int) -> list[Hit]:
+    """The first `top` hits reordered by the reranker (each carrying its score in `rerank`),
+    the rest after them in their fused order."""
+    head, tail = list(hits[:top]), list(hits[top:])
+    scores = client.scores(query, [h.text for h in head])
+    order = sorted(range(len(head)), key=lambda i: -scores[i])  # stable: ties keep fused order
+    return [replace(head[i], rerank=scores[i]) for i in order] + tail
