@@ -30,7 +30,8 @@ emb_app = typer.Typer(help="Manage embedders (the catalog of embedding models)."
 side_app = typer.Typer(help="List and stop model sidecars (local llama.cpp servers).",
                        no_args_is_help=True)
 models_app = typer.Typer(help="Manage chat models (list, pull, add, rm).", no_args_is_help=True)
-rerankers_app = typer.Typer(help="Rerankers for `--rerank` (list, pull).", no_args_is_help=True)
+rerankers_app = typer.Typer(help="Rerankers for `--rerank` (list, pull, add).",
+                            no_args_is_help=True)
 stores_app = typer.Typer(help="The registry of indexed folders (for --all and --tag).",
                          no_args_is_help=True)
 app.add_typer(stores_app, name="stores")
@@ -598,6 +599,50 @@ def rerankers_pull(
     rid = reranker_id or load_settings().reranker
     path = install_model(get_reranker(rid), _say, force=force)
     out.print(f"{rid}: {path}", markup=False, highlight=False)
+
+
+@rerankers_app.command("add")
+def rerankers_add(
+    reranker_id: Annotated[str, typer.Argument(help="New reranker id.")],
+    file: Annotated[Path, typer.Argument(help="GGUF file of a cross-encoder (rank pooling).")],
+    max_tokens: Annotated[int, typer.Option(
+        "--max-tokens", min=32, help="Question + passage length it reads.")] = 512,
+    languages: Annotated[str, typer.Option(
+        "--languages", help="Comma-separated ISO 639-1 codes it is good for, or *.")] = "en",
+    port: Annotated[int | None, typer.Option(
+        "--port", help="Preferred port (19100-19119).")] = None,
+) -> None:
+    """Register a local reranker GGUF in the user's catalog (then set `reranker` to its id)."""
+    from hydra_rag.catalog import RERANK_PORTS, add_user_entry, load_rerankers
+
+    path = _gguf_file(file)
+    pooling = _gguf_pooling(path)
+    if pooling != 4:
+        raise HydraError(f"{file} is not a reranker: its pooling type is {pooling} (a "
+                         "cross-encoder GGUF has rank pooling, 4)")
+    if port is None:
+        used = {r.port for r in load_rerankers().values() if r.id != reranker_id}
+        port = next((p for p in RERANK_PORTS if p not in used), RERANK_PORTS.start)
+    entry = {"id": reranker_id, "path": str(path), "max_tokens": max_tokens,
+             "languages": [x.strip() for x in languages.split(",") if x.strip()], "port": port}
+    add_user_entry("rerankers", entry)
+    out.print(f"added {reranker_id} from {path}; use it with `--rerank` after setting "
+              f"HYDRA_RAG_RERANKER={reranker_id} (or `reranker: {reranker_id}` in config.yaml)",
+              markup=False, highlight=False)
+
+
+def _gguf_pooling(path: Path) -> int | None:
+    """The pooling type a GGUF declares (`<arch>.pooling_type`), None if it declares none."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as exc:  # a truncated or damaged file
+        raise HydraError(f"{path} cannot be read as GGUF ({exc})") from None
+    for name, f in reader.fields.items():
+        if name.endswith(".pooling_type"):
+            return int(f.parts[f.data[0]][0])
+    return None
 
 
 @models_app.command("add")

@@ -46,18 +46,20 @@ def _tokens(llm: Any, text: str, add_bos: bool) -> list[int]:
 
 
 def _pairs(llm: Any, query: str, documents: list[str], n_ctx: int) -> list[list[int]]:
-    """[CLS] query [SEP] document [SEP] token ids, the document cut to fit the context; a query
-    may take at most half of it. The document's ids are moved to the second-segment copies
-    when the GGUF has them (convert_bert._fold_segments); a RoBERTa-style model gets two
-    separators between the texts."""
+    """[CLS] query [SEP] document [SEP] token ids (BERT), or <s> query </s></s> document </s>
+    (RoBERTa-style tokenizers), the document cut to fit the context; a query may take at most
+    half of it. The document's ids are moved to the second-segment copies when the GGUF has
+    them (convert_bert._fold_segments)."""
     meta = llm.metadata
     shift = int(meta.get(SEGMENT_B_KEY, 0))
+    sep = llm.token_eos()
     q = _tokens(llm, query, add_bos=True)
+    if not q or q[-1] != sep:
+        q.append(sep)
     if len(q) > n_ctx // 2:
-        q = q[: n_ctx // 2 - 1] + [q[-1]]
-    sep = q[-1]
-    if meta.get("general.architecture", "bert") != "bert":
-        q = q + [sep]
+        q = q[: n_ctx // 2 - 1] + [sep]
+    if meta.get("tokenizer.ggml.model", "bert") != "bert":
+        q.append(sep)
     room = n_ctx - len(q) - 1
     return [q + [t + shift for t in _tokens(llm, d, add_bos=False)[:room] + [sep]]
             for d in documents]

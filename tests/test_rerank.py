@@ -246,3 +246,22 @@ def test_reranker_catalog_entries() -> None:
     ]:
         with pytest.raises(ConfigError, match=msg):
             parse_catalog(text, "t")
+
+
+def test_rerankers_add_a_local_gguf(isolated_home: Path, reranker: Path, tmp_path: Path) -> None:
+    embedder = isolated_home / "data" / "models" / "minilm-l6.q8_0.gguf"
+    proc = run_cli("rerankers", "add", "not-a-reranker", str(embedder))
+    assert proc.returncode != 0 and "is not a reranker" in proc.stderr
+    proc = run_cli("rerankers", "add", "mine", str(reranker), "--languages", "en,de")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["id"]: r for r in json.loads(run_cli("rerankers", "list", "--json").stdout)}
+    assert rows["mine"]["installed"] and rows["mine"]["languages"] == ["en", "de"]
+    assert rows[RERANKER]["configured"] and not rows["mine"]["configured"]
+    folder = write_tree(tmp_path / "n", {
+        "a.md": "# Rivers\n\nThe Danube flows through ten countries.\n",
+        "b.md": "# Mountains\n\nRivers start in mountains; the Alps feed the Danube.\n"})
+    assert run_cli("index", str(folder)).returncode == 0
+    proc = run_cli("search", "how many countries does the Danube flow through", "--path",
+                   str(folder), "--rerank", "--json", env={"HYDRA_RAG_RERANKER": "mine"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["results"][0]["path"] == "a.md"
