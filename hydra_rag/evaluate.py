@@ -21,13 +21,13 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
 from hydra_rag.errors import HydraError
 from hydra_rag.rerank import MAX_TOP
-from hydra_rag.retrieve import CANDIDATES, Hit, Searcher
+from hydra_rag.retrieve import CANDIDATES, Searcher
 from hydra_rag.store import Store
 from hydra_rag.walk import Walker, read_text
 
@@ -140,7 +140,17 @@ def in_target(store: str, path: str, targets: list[tuple[Path, str]]) -> bool:
     return any(str(r) == store and rel == path for r, rel in targets)
 
 
-def relevant(hit: Hit, q: Question, targets: list[tuple[Path, str]]) -> bool:
+class _Located(Protocol):
+    store: str
+    path: str
+    line_start: int
+    line_end: int
+    text: str
+
+
+def relevant(hit: _Located, q: Question, targets: list[tuple[Path, str]]) -> bool:
+    """Is this chunk (a search hit, or a source the chat model was given) the question's
+    passage: its file, overlapping its lines, holding its quote?"""
     if not in_target(hit.store, hit.path, targets):
         return False
     if q.lines and (hit.line_end < q.lines[0] or hit.line_start > q.lines[1]):
@@ -253,7 +263,7 @@ class Evaluator:
         assert self.answer is not None
         result = self.answer(q.question)
         out.answer = result.answer
-        cited = [s.n for s in result.sources if in_target(s.store, s.path, targets)]
+        cited = [s.n for s in result.sources if relevant(s, q, targets)]
         if not cited:  # in the top k, yet left out to fit the model's context
             out.label = "reranking"
             out.fix = ("the passage was left out of the model's context (it did not fit): "

@@ -48,6 +48,31 @@ def test_labels_search_and_reranking(tmp_path: Path) -> None:
     assert (out.rank, out.label) == (1, "ok")
 
 
+def test_generation_check_looks_at_the_passage_not_just_the_file(tmp_path: Path) -> None:
+    """The chat model was given another part of the right file: the passage itself never
+    reached it, so the failure is not the model's."""
+    from types import SimpleNamespace
+
+    from hydra_rag.prompt import Source
+
+    root = write_tree(tmp_path / "f", {"a.md": "alpha\n" * 40})
+    (root / ".hydra-index").mkdir()
+    Store(root).write_files({"a.md": FileEntry(240, 1, "prose", ["c1", "c2"])})
+    hit = Hit(str(root), "a.md", "prose", 30, 40, "the quince was pruned", 0.5, {"bm25": 1})
+
+    def answer(sources: list[Source]) -> Any:
+        return lambda question: SimpleNamespace(
+            answer="no idea", sources=sources, citations=SimpleNamespace(ok=True))
+
+    q = Question("who pruned the quince?", "a.md", lines=(30, 40), answer="Ottoline")
+    elsewhere = [Source(1, str(root), "a.md", 1, 10, "alpha")]
+    out = Evaluator(_FakeSearcher([hit]), [root], 5, answer(elsewhere)).one(q)  # type: ignore[arg-type]
+    assert (out.rank, out.label) == (1, "reranking") and "left out" in out.fix
+    given = [Source(1, str(root), "a.md", 30, 40, "the quince was pruned")]
+    out = Evaluator(_FakeSearcher([hit]), [root], 5, answer(given)).one(q)  # type: ignore[arg-type]
+    assert out.label == "generation" and "[1]" in out.fix
+
+
 def test_summary_metrics() -> None:
     from hydra_rag.evaluate import Outcome
 
