@@ -141,11 +141,16 @@ def in_target(store: str, path: str, targets: list[tuple[Path, str]]) -> bool:
 
 
 class _Located(Protocol):
-    store: str
-    path: str
-    line_start: int
-    line_end: int
-    text: str
+    @property
+    def store(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def line_start(self) -> int: ...
+    @property
+    def line_end(self) -> int: ...
+    @property
+    def text(self) -> str: ...
 
 
 def relevant(hit: _Located, q: Question, targets: list[tuple[Path, str]]) -> bool:
