@@ -177,7 +177,7 @@ class Chat:
     def _keepalive(self) -> None:
         """An open chat keeps its sidecars warm: no cold start because the user paused."""
         while not self._stop.wait(KEEPALIVE_SECONDS):
-            ids = [self.model.id] + ([c for c in self.searcher._clients] if self.searcher else [])
+            ids = [self.model.id] + (self.searcher.sidecar_ids if self.searcher else [])
             for sid in ids:
                 rec = read_record(sid)
                 if rec is not None:

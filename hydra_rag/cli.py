@@ -208,7 +208,14 @@ _RERANK = Annotated[bool | None, typer.Option(
     "(setting `rerank`; slower: about 0.1 s per candidate on two cores).")]
 _RERANK_TOP = Annotated[int | None, typer.Option(
     "--rerank-top", min=1, max=100, help="Candidates the reranker reads (setting `rerank_top`, "
-    "default 20).")]
+    "default 20); implies --rerank.")]
+
+
+def _rerank_flags(rerank: bool | None, rerank_top: int | None) -> dict[str, Any]:
+    """`--rerank-top N` alone turns reranking on (unless `--no-rerank` says otherwise)."""
+    if rerank is None and rerank_top is not None:
+        rerank = True
+    return {"rerank": rerank, "rerank_top": rerank_top}
 
 
 @app.command()
@@ -242,7 +249,7 @@ def search(
     tables = ("code",) if code_only else ("prose",) if prose_only else ("code", "prose")
     methods = _methods(mode)
     roots, federated = _scope(path, all_, tag)
-    searcher = Searcher(roots, load_settings(rerank=rerank, rerank_top=rerank_top),
+    searcher = Searcher(roots, load_settings(**_rerank_flags(rerank, rerank_top)),
                         skip_broken=federated)
     if queries is not None:
         for n, item in enumerate(_read_queries(queries), start=1):
@@ -345,7 +352,7 @@ def eval_(
 
     items = load_questions(questions)
     roots, _ = _scope(path, False, None)
-    settings = load_settings(rerank=rerank, rerank_top=rerank_top)
+    settings = load_settings(**_rerank_flags(rerank, rerank_top))
     searcher = Searcher(roots, settings)
     chat = None
     if answers:
@@ -509,7 +516,7 @@ def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
     if not rows:
         _say("no sidecars running")
     for r in rows:
-        out.print(f"{r['id']:20} {r['role']:5} 127.0.0.1:{r['port']}  pid {r['pid']:<7} "
+        out.print(f"{r['id']:20} {r['role']:6} 127.0.0.1:{r['port']}  pid {r['pid']:<7} "
                   f"{r['status']}", markup=False, highlight=False)
 
 
@@ -616,10 +623,19 @@ def rerankers_add(
     from hydra_rag.catalog import RERANK_PORTS, add_user_entry, load_rerankers
 
     path = _gguf_file(file)
-    pooling = _gguf_pooling(path)
+    fields = _gguf_fields(path)
+    pooling = next((v for k, v in fields.items() if k.endswith(".pooling_type")), None)
     if pooling != 4:
         raise HydraError(f"{file} is not a reranker: its pooling type is {pooling} (a "
                          "cross-encoder GGUF has rank pooling, 4)")
+    from hydra_rag.convert_bert import SEGMENT_B_KEY
+
+    types = next((v for k, v in fields.items() if k.endswith(".token_type_count")), 0)
+    if fields.get("general.architecture") == "bert" and (types or 0) >= 2 \
+            and SEGMENT_B_KEY not in fields:
+        _say(f"warning: {file} is a BERT cross-encoder converted elsewhere: llama.cpp reads the "
+             "passage as the question's segment, which can cost much of its quality (our "
+             "conversion, `convert: bert-q8_0` on its weights in the catalog, avoids this)")
     if port is None:
         used = {r.port for r in load_rerankers().values() if r.id != reranker_id}
         port = next((p for p in RERANK_PORTS if p not in used), RERANK_PORTS.start)
@@ -631,18 +647,24 @@ def rerankers_add(
               markup=False, highlight=False)
 
 
-def _gguf_pooling(path: Path) -> int | None:
-    """The pooling type a GGUF declares (`<arch>.pooling_type`), None if it declares none."""
+def _gguf_fields(path: Path) -> dict[str, Any]:
+    """A GGUF's scalar metadata (numbers and strings), by key."""
     import gguf
 
     try:
         reader = gguf.GGUFReader(str(path))
     except Exception as exc:  # a truncated or damaged file
         raise HydraError(f"{path} cannot be read as GGUF ({exc})") from None
+    out: dict[str, Any] = {}
     for name, f in reader.fields.items():
-        if name.endswith(".pooling_type"):
-            return int(f.parts[f.data[0]][0])
-    return None
+        if len(f.data) != 1 or len(f.types) != 1:
+            continue  # arrays (the vocabulary): not needed here
+        part = f.parts[f.data[0]]
+        if f.types[0] == gguf.GGUFValueType.STRING:
+            out[name] = bytes(part).decode("utf-8", errors="replace")
+        else:
+            out[name] = part[0].item()
+    return out
 
 
 @models_app.command("add")
@@ -756,7 +778,7 @@ def _open_chat(model: str, rag: list[Path] | None, no_rag: bool, top_k: int | No
     if system is None and bundle is not None:
         system = bundle.system_prompt or None
     k = top_k or (bundle.rag_top_k if bundle and bundle.rag_top_k else 5)
-    settings = load_settings(rerank=rerank, rerank_top=rerank_top)
+    settings = load_settings(**_rerank_flags(rerank, rerank_top))
     return Chat(entry, roots, settings, session=session, new=new, system=system,
                 params=params, top_k=k, use_rag=bool(roots), save=save,
                 federated=federated or len(roots) > 1)

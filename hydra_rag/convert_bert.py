@@ -59,6 +59,10 @@ def _vocab_tokens(model_dir: Path) -> list[str]:
     return vocab
 
 
+# Initializers already under their Hugging Face names (with or without the "bert." prefix).
+_NAMED = ("bert.", "classifier.", "embeddings.", "encoder.", "pooler.")
+
+
 def _onnx_weights(path: Path) -> dict[str, np.ndarray]:
     """Float weights under their Hugging Face names from an ONNX export of a BERT model.
 
@@ -84,9 +88,14 @@ def _onnx_weights(path: Path) -> dict[str, np.ndarray]:
             continue  # an activation times an activation (attention), not a weight
         base = weight.removesuffix("_quantized")
         transposed.add(base)  # a MatMul weight is [in, out], whatever its name
+        if base.startswith(_NAMED):
+            continue  # already under its Hugging Face name
         found = re.match(r"/(.+)/MatMul", node.output[0])
-        if found and not base.startswith(("bert.", "classifier.")):
-            names[base] = found.group(1).replace("/", ".") + ".weight"
+        if not found:
+            raise ModelError(f"{path}: cannot tell which layer the weight {weight} belongs to "
+                             f"(its MatMul output is {node.output[0]!r}); export the model "
+                             "with named layers or as safetensors")
+        names[base] = found.group(1).replace("/", ".") + ".weight"
     out: dict[str, np.ndarray] = {}
     for name, data in init.items():
         if name.endswith(("_scale", "_zero_point")):
@@ -100,7 +109,7 @@ def _onnx_weights(path: Path) -> dict[str, np.ndarray]:
                 raise ModelError(f"{path}: {name} is quantised per channel; only per-tensor "
                                  "quantisation can be converted")
             data = (data.astype(np.float32) - float(zero)) * float(scale)
-        elif base not in names and not base.startswith(("bert.", "classifier.")):
+        elif base not in names and not base.startswith(_NAMED):
             continue  # graph constants (shapes, masks), not weights
         out[names.get(base, base)] = data.T if base in transposed else data
     return out

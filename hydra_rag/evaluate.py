@@ -38,8 +38,7 @@ FIXES = {
     "search": "neither list found it ({detail}): use the document's own words in the question, "
               "or an embedder that knows this language or domain (`index --embedder`)",
     "reranking": "it was a candidate ({detail}) but fused to rank {rank}: raise -k to {rank}, "
-                 "let a cross-encoder reorder the candidates (`--rerank --rerank-top {top}`), "
-                 "or try `--mode bm25`/`--mode vector` to see which list is misleading",
+                 "{rerank}or try `--mode bm25`/`--mode vector` to see which list is misleading",
     "generation": "the answer was in context [{detail}] but the model missed it: try a "
                   "stronger chat model, or fewer passages (-k)",
 }
@@ -203,8 +202,11 @@ class Evaluator:
 
     def _label(self, out: Outcome, label: str, detail: str, rank: int | None = None) -> Outcome:
         out.label = label
-        top = min(max(rank or 0, 20), MAX_TOP)  # enough for the reranker to read it
-        out.fix = FIXES[label].format(detail=detail, rank=rank, top=top)
+        hint = ""
+        if rank is not None and rank <= MAX_TOP:  # the reranker can reach it
+            hint = (f"let a cross-encoder reorder the candidates (`--rerank --rerank-top "
+                    f"{max(rank, 20)}`), ")
+        out.fix = FIXES[label].format(detail=detail, rank=rank, rerank=hint)
         return out
 
     def _data(self, q: Question, targets: list[tuple[Path, str]]) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from hydra_rag.errors import HydraError
 
-LEXICAL_VERSION = 2  # 2: plural acronyms (APIs) stay whole
+LEXICAL_VERSION = 3  # 2: plural acronyms (APIs) stay whole; 3: words keep combining marks
 PREFIX_STEM = 5
 
 # ISO 639-1 → the name LanceDB's stemmer and stop-word lists know.

@@ -103,8 +103,11 @@ def connect_reranker(settings: Settings) -> RerankClient:
         return RerankClient(rr, rr.url)
     path = rr.model_path()
     if path is None or not path.is_file():
-        raise ModelError(f"reranker {rr.id!r} is not installed ({path}); "
-                         f"run `hydra-rag rerankers pull {rr.id}`")
+        if rr.sources:
+            raise ModelError(f"reranker {rr.id!r} is not installed ({path}); "
+                             f"run `hydra-rag rerankers pull {rr.id}`")
+        raise ModelError(f"reranker {rr.id!r}: its file {path} is missing; register it again "
+                         f"with `hydra-rag rerankers add {rr.id} FILE.gguf`")
     spec = SidecarSpec(
         id=rr.id, role="rerank", model_path=str(path), port=rr.port,
         port_range=(RERANK_PORTS.start, RERANK_PORTS.stop - 1),

@@ -32,7 +32,7 @@ import numpy as np
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.embed import EmbedClient, connect
-from hydra_rag.errors import HydraError, IndexError_
+from hydra_rag.errors import HydraError, IndexError_, SidecarError
 from hydra_rag.lexical import Analysis
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.rerank import RerankClient, check_top, connect_reranker, rerank
@@ -530,10 +530,26 @@ class Searcher:
                             int(r["line_end"]), r["text"], score, ranks, r["id"],
                             found.similarity.get(key)))
         if top:
-            if self._reranker is None:
-                self._reranker = connect_reranker(self.settings)
-            hits = rerank(self._reranker, query, hits, top)
+            # A follow-up is judged together with the question before it, as it was searched.
+            hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)
         return hits if k is None else hits[:k]
+
+
+    def _rerank(self, query: str, hits: list[Hit], top: int) -> list[Hit]:
+        if self._reranker is None:
+            self._reranker = connect_reranker(self.settings)
+        try:
+            return rerank(self._reranker, query, hits, top)
+        except SidecarError:
+            # Its sidecar may have stopped after an idle time (a long pause in a chat): start
+            # it again, once.
+            self._reranker = connect_reranker(self.settings)
+            return rerank(self._reranker, query, hits, top)
+
+    @property
+    def sidecar_ids(self) -> list[str]:
+        """The sidecars this searcher uses (embedders, and the reranker once used)."""
+        return [*self._clients, *([self._reranker.reranker.id] if self._reranker else [])]
 
 
 def _close(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:

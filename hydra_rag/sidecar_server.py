@@ -52,7 +52,11 @@ def _pairs(llm: Any, query: str, documents: list[str], n_ctx: int) -> list[list[
     them (convert_bert._fold_segments)."""
     meta = llm.metadata
     shift = int(meta.get(SEGMENT_B_KEY, 0))
-    sep = llm.token_eos()
+    sep = llm._model.token_sep()
+    if sep < 0:
+        sep = llm.token_eos()
+    if sep < 0:
+        raise ValueError("the reranker's vocabulary has neither a separator nor an end token")
     q = _tokens(llm, query, add_bos=True)
     if not q or q[-1] != sep:
         q.append(sep)
@@ -69,7 +73,8 @@ def rank_scores(llm: Any, query: str, documents: list[str], n_ctx: int) -> list[
     """One relevance logit per document, as many pairs per decode as fit the batch."""
     import llama_cpp
 
-    pairs = _pairs(llm, query, documents, n_ctx)
+    # One pair per decode at most: a pair must fit the batch as well as the context.
+    pairs = _pairs(llm, query, documents, min(n_ctx, llm.n_batch))
     scores: list[float] = []
     i = 0
     while i < len(pairs):
@@ -94,11 +99,13 @@ def _rerank_app(args: argparse.Namespace, threads: int) -> Any:
 
     llm = llama_cpp.Llama(
         args.model, embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_RANK,
-        n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=args.n_batch, n_seq_max=64,
+        n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=args.n_batch,
         n_threads=threads, n_threads_batch=threads, flash_attn=True, verbose=False,
     )
     if llm.pooling_type() != llama_cpp.LLAMA_POOLING_TYPE_RANK:
         raise SystemExit(f"{args.model} is not a reranker (no rank pooling)")
+    # Never past the model's position table, whatever the catalog's max_tokens says.
+    n_ctx = min(args.n_ctx, llm._model.n_ctx_train())
     lock = threading.Lock()
     app = FastAPI()
 
@@ -111,7 +118,7 @@ def _rerank_app(args: argparse.Namespace, threads: int) -> Any:
         if not req.query.strip():
             raise HTTPException(400, "the query is empty")
         with lock:  # one llama.cpp context: one request at a time
-            scores = rank_scores(llm, req.query, req.documents, args.n_ctx)
+            scores = rank_scores(llm, req.query, req.documents, n_ctx)
         return {"model": args.alias,
                 "results": [{"index": i, "relevance_score": s} for i, s in enumerate(scores)]}
 
