@@ -3,8 +3,10 @@ candidates and scores the pair; those candidates are reordered by that score.
 
 A cross-encoder sees question and passage at once, which neither the vectors (embedded apart)
 nor BM25 (word overlap) do, but it costs a forward pass per candidate: `rerank_top` (default
-20, at most MAX_TOP) bounds the time of one search. It is off by default: on this machine it
-pays on scientific claims and costs on plain-language questions about code (BENCHMARKS.md).
+20, at most MAX_TOP) bounds the time of one search. It is off by default: the shipped MS MARCO
+MiniLM reranker ranks worse than the default hybrid on both benchmark sets (SciFact −0.03,
+CoSQA −0.12 nDCG@10, BENCHMARKS.md); it is there for folders where it measures better and for
+stronger cross-encoders a user registers.
 
 The model runs in a llama.cpp sidecar of its own (role "rerank", `POST /v1/rerank`), started
 and stopped like the embedder's.
