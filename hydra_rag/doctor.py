@@ -71,6 +71,8 @@ def run_checks(root: Path | None) -> list[Check]:
             else:
                 mib = path.stat().st_size / (1 << 20)
                 checks.append(Check("ok", f"embedder {eid}", f"{path} ({mib:.0f} MiB)"))
+    if settings.rerank:
+        checks.append(_reranker_check(settings.reranker))
     for gone in sidecar.clean_stale():
         checks.append(Check("warn", f"sidecar {gone}", "stale record removed (process gone)"))
     for rec in sidecar.all_records():
@@ -83,6 +85,28 @@ def run_checks(root: Path | None) -> list[Check]:
     if root is not None:
         checks.extend(check_index(root))
     return checks
+
+
+def _reranker_check(rid: str) -> Check:
+    """The reranker `rerank: true` will use: known, installed, loadable."""
+    from hydra_rag.catalog import get_reranker
+
+    name = f"reranker {rid}"
+    try:
+        rr = get_reranker(rid)
+    except HydraError as exc:
+        return Check("fail", name, str(exc), "hydra-rag rerankers list")
+    path = rr.model_path()
+    if path is None:
+        return Check("ok", name, f"served from {rr.url}")
+    again = (f"hydra-rag rerankers pull {rid} --force" if rr.sources
+             else f"hydra-rag rerankers add {rid} FILE.gguf")
+    if not path.is_file():
+        return Check("fail", name, f"model file missing: {path}", again.replace(" --force", ""))
+    why = _gguf_readable(path)
+    if why:
+        return Check("fail", name, f"{path} is not loadable: {why}", again)
+    return Check("ok", name, f"{path} ({path.stat().st_size / (1 << 20):.0f} MiB)")
 
 
 def check_index(root: Path) -> list[Check]:

@@ -303,3 +303,12 @@ def test_rerankers_add_a_local_gguf(isolated_home: Path, reranker: Path, tmp_pat
                    str(folder), "--rerank", "--json", env={"HYDRA_RAG_RERANKER": "mine"})
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["results"][0]["path"] == "a.md"
+
+
+def test_doctor_checks_the_reranker_when_reranking_is_on(home: Path, reranker: Path) -> None:
+    plain = run_cli("doctor").stdout
+    assert "reranker" not in plain  # reranking off: nothing to check
+    text = run_cli("doctor", env={"HYDRA_RAG_RERANK": "1"}).stdout
+    assert f"reranker {RERANKER}" in text and GGUF in text
+    proc = run_cli("doctor", env={"HYDRA_RAG_RERANK": "1", "HYDRA_RAG_RERANKER": "nope"})
+    assert "reranker nope" in proc.stdout and "unknown reranker 'nope'" in proc.stdout
