@@ -63,6 +63,23 @@ def _vocab_tokens(model_dir: Path) -> list[str]:
 _NAMED = ("bert.", "classifier.", "embeddings.", "encoder.", "pooler.")
 
 
+def _dequantise(q: np.ndarray, scale: np.ndarray, zero: np.ndarray, what: str) -> np.ndarray:
+    """(q - zero point) * scale, per tensor or per channel. A per-channel scale runs along the
+    last axis (MatMulInteger quantises its weight per output column; DequantizeLinear's default
+    axis is 1), or along the first when only that one matches."""
+    scale = np.asarray(scale, np.float32)
+    zero = np.asarray(zero, np.float32)
+    if scale.size == 1 and zero.size == 1:
+        return (q.astype(np.float32) - float(zero.reshape(-1)[0])) * float(scale.reshape(-1)[0])
+    if scale.ndim != 1 or zero.shape not in (scale.shape, ()) or q.ndim != 2:
+        raise ModelError(f"{what}: quantisation scales of shape {scale.shape} cannot be applied")
+    if scale.size == q.shape[1]:
+        return (q.astype(np.float32) - zero) * scale
+    if scale.size == q.shape[0]:
+        return (q.astype(np.float32) - zero.reshape(-1, 1)) * scale.reshape(-1, 1)
+    raise ModelError(f"{what}: {scale.size} quantisation scales for a {q.shape} tensor")
+
+
 def _onnx_weights(path: Path) -> dict[str, np.ndarray]:
     """Float weights under their Hugging Face names from an ONNX export of a BERT model.
 
@@ -105,10 +122,7 @@ def _onnx_weights(path: Path) -> dict[str, np.ndarray]:
             scale, zero = init.get(base + "_scale"), init.get(base + "_zero_point")
             if scale is None or zero is None:
                 raise ModelError(f"{path}: quantised tensor {name} has no scale or zero point")
-            if scale.size != 1 or zero.size != 1:
-                raise ModelError(f"{path}: {name} is quantised per channel; only per-tensor "
-                                 "quantisation can be converted")
-            data = (data.astype(np.float32) - float(zero)) * float(scale)
+            data = _dequantise(data, scale, zero, f"{path}: {name}")
         elif base not in names and not base.startswith(_NAMED):
             continue  # graph constants (shapes, masks), not weights
         out[names.get(base, base)] = data.T if base in transposed else data

@@ -160,6 +160,21 @@ def _save_graph(folder: Path, inits: list, matmul_out: str, weight: str) -> None
     onnx.save(helper.make_model(graph), str(folder / "model.onnx"))
 
 
+def test_dequantise_per_tensor_and_per_channel() -> None:
+    from hydra_rag.convert_bert import _dequantise
+
+    q = np.array([[10, 20, 30], [40, 50, 60]], dtype=np.uint8)
+    assert np.allclose(_dequantise(q, np.array(0.5), np.array(10), "t"), (q - 10.0) * 0.5)
+    cols = np.array([1.0, 2.0, 4.0], np.float32)  # one scale per output column
+    zc = np.array([0, 10, 20], np.uint8)
+    assert np.allclose(_dequantise(q, cols, zc, "t"), (q - zc.astype(float)) * cols)
+    rows = np.array([1.0, 3.0], np.float32)  # only the first axis matches
+    assert np.allclose(_dequantise(q, rows, np.array([0, 0], np.uint8), "t"),
+                       q * rows.reshape(-1, 1))
+    with pytest.raises(ModelError, match="quantisation scales"):
+        _dequantise(q, np.ones(5, np.float32), np.zeros(5, np.uint8), "t")
+
+
 def test_onnx_plain_and_unprefixed_exports(tmp_path: Path) -> None:
     """A float export: graph-named MatMul weights get their names back; weights already under
     their names, with or without "bert.", are kept; a weight whose layer cannot be told is an
