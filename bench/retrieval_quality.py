@@ -4,14 +4,16 @@ hybrid in the same run; file-level nDCG@10, Recall@10 and MRR@10.
 
     python bench/retrieval_quality.py [--sets scifact,cosqa] [--queries N] [--docs N]
                                       [--contextualize] [--rerank N] [--rerank-top 20]
+                                      [--embedder ID]
 
 `--docs N` keeps every judged document of the chosen queries plus the first others up to N (a
 quicker, easier variant; the default is the whole corpus). `--contextualize` also indexes a copy
 of each folder with `index --contextualize` (the default chat model writes a context per chunk:
 seconds per chunk on a CPU, so use it with --docs) and evaluates that too. `--rerank N` also reranks the
 top `--rerank-top` fused candidates of the first N queries with the configured reranker (seconds
-per query on a CPU) and compares with the plain hybrid on those same N queries. Work files go
-to bench/.work/quality/.
+per query on a CPU) and compares with the plain hybrid on those same N queries. `--embedder ID`
+also indexes a copy of each folder with that embedder (`index --embedder ID`) and evaluates it.
+Work files go to bench/.work/quality/.
 """
 
 from __future__ import annotations
@@ -117,6 +119,7 @@ def main() -> None:
     ap.add_argument("--rerank", type=int, default=0, metavar="N",
                     help="also rerank the first N queries (0: not at all)")
     ap.add_argument("--rerank-top", type=int, default=20)
+    ap.add_argument("--embedder", default="", help="also index and evaluate with this embedder")
     args = ap.parse_args()
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
     subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup"], check=True,
@@ -124,6 +127,9 @@ def main() -> None:
     if args.rerank:
         subprocess.run([sys.executable, "-m", "hydra_rag", "rerankers", "pull"], check=True,
                        capture_output=True)
+    if args.embedder:
+        subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup", "--embedder",
+                        args.embedder], check=True, capture_output=True)
     rows = []
     for name in args.sets.split(","):
         queries, qrels = load(name, args.queries)
@@ -131,36 +137,41 @@ def main() -> None:
         if args.docs:
             keep = {d for q in queries for d in qrels[q["_id"]]}
         folder = write_corpus(name, keep, args.docs)
-        variants = [(folder, ())]
-        if args.contextualize:
-            copy = folder.with_name(folder.name + "-ctx")
+        variants: list[tuple[Path, tuple[str, ...]]] = [(folder, ())]
+        extra = [("ctx", ("--contextualize",))] if args.contextualize else []
+        if args.embedder:
+            extra.append((args.embedder, ("--embedder", args.embedder)))
+        for suffix, flags in extra:
+            copy = folder.with_name(f"{folder.name}-{suffix}")
             if not copy.exists():
                 shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(".hydra-index"))
-            variants.append((copy, ("--contextualize",)))
+            variants.append((copy, flags))
         for where, flags in variants:
             report = index(where, *flags)
             chunks = sum(report["chunks_total"].values())  # type: ignore[attr-defined]
             print(f"{where.name}: {len(list(where.glob('*' + SETS[name][1])))} documents, "
                   f"{chunks} chunks, {len(queries)} queries; index run {report['wall_s']:.1f}s "
                   f"({report['files_indexed']} files indexed now"
-                  + (f", {report['contexts_written']} contexts written" if flags else "") + ")",
+                  + (f", {report['contexts_written']} contexts written"
+                     if "--contextualize" in flags else "") + ")",
                   flush=True)
+            key = " ".join((name, *flags))
             for mode, (methods, fusion) in MODES.items():
                 m = evaluate(where, queries, qrels, methods, fusion)
-                rows.append((name + " ".join(flags), mode, m))
+                rows.append((key, mode, m))
                 print(f"  {mode:10} nDCG@10 {m['ndcg@10']:.3f}  Recall@10 {m['recall@10']:.3f}  "
                       f"MRR@10 {m['mrr@10']:.3f}  median {m['median_ms']:.0f} ms", flush=True)
+            got = {mode: m["ndcg@10"] for n, mode, m in rows if n == key}
+            print(f"  hybrid - best single: {got['hybrid'] - max(got['dense'], got['bm25']):+.3f} "
+                  "(goal +0.030)", flush=True)
             if args.rerank:
                 sub = queries[: args.rerank]
                 for mode, top in (("hybrid", 0), (f"+rerank@{args.rerank_top}", args.rerank_top)):
                     m = evaluate(where, sub, qrels, ("vector", "bm25"), "score", top)
-                    rows.append((name + " ".join(flags), f"{mode} ({len(sub)} q)", m))
+                    rows.append((key, f"{mode} ({len(sub)} q)", m))
                     print(f"  {mode:10} nDCG@10 {m['ndcg@10']:.3f}  Recall@10 "
                           f"{m['recall@10']:.3f}  MRR@10 {m['mrr@10']:.3f}  median "
                           f"{m['median_ms']:.0f} ms  (first {len(sub)} queries)", flush=True)
-        best = max(m["ndcg@10"] for n, mode, m in rows if n == name and mode in ("dense", "bm25"))
-        hybrid = next(m["ndcg@10"] for n, mode, m in rows if n == name and mode == "hybrid")
-        print(f"  hybrid - best single: {hybrid - best:+.3f} (goal +0.030)", flush=True)
 
 
 if __name__ == "__main__":

