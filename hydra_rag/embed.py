@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -38,6 +39,13 @@ def quiet_llama() -> None:
     llama_cpp.llama_log_set(_drop, ctypes.c_void_p(0))
 
 
+# llama-cpp-python silences a quiet load by pointing file descriptors 1 and 2 at /dev/null and
+# back. Two loads at once (two embedders' clients made in the search thread pool) interleave
+# those swaps, and the process was left writing its stdout to /dev/null: `search` printed
+# nothing when the code and prose tables had different embedders. One load at a time.
+_LOAD = threading.Lock()
+
+
 class Tokenizer:
     """Counts tokens exactly with the embedder's own vocabulary (llama.cpp, vocab only)."""
 
@@ -45,7 +53,8 @@ class Tokenizer:
         import llama_cpp
 
         quiet_llama()
-        self._llm = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
+        with _LOAD:
+            self._llm = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
 
     def count(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))

@@ -125,3 +125,46 @@ def test_in_memory_tables_answer_like_lancedb_and_follow_reindexing(
         assert (top.path, "Ottoline" in top.text) == ("garden.md", True)
     cached.close()
     direct.close()
+
+
+def test_tables_with_different_embedders_keep_stdout(isolated_home: Path, tmp_path: Path) -> None:
+    """Code and prose on two embedders: both clients are made at once in the search's thread
+    pool. Their quiet model loads used to swap file descriptors 1 and 2 concurrently and left
+    the process writing stdout to /dev/null — `search` printed nothing and exited 0."""
+    gguf = isolated_home / "data" / "models" / "minilm-l6.q8_0.gguf"
+    proc = run_cli("embedders", "add", "minilm-copy", str(gguf), "--dims", "384")
+    assert proc.returncode == 0, proc.stderr
+    folder = write_tree(tmp_path / "mixed", {
+        "notes.md": "# Rivers\n\nRivers flow to the sea through deltas.\n",
+        "code.py": "def flow(river):\n    return river.to_sea()\n"})
+    env = {"HYDRA_RAG_PROSE_EMBEDDER": "minilm-copy"}
+    assert run_cli("index", str(folder), env=env).returncode == 0
+    for _ in range(3):
+        proc = run_cli("search", "where do rivers go", "--path", str(folder), "--json", env=env)
+        assert proc.returncode == 0, proc.stderr
+        results = json.loads(proc.stdout)["results"]
+        assert {r["kind"] for r in results} == {"code", "prose"}
+
+
+def test_concurrent_tokenizer_loads_leave_the_descriptors_alone(session_home: Path) -> None:
+    import os
+    import threading
+
+    from conftest import MODELS_HOME
+    from hydra_rag.embed import Tokenizer
+
+    path = str(MODELS_HOME / "data" / "models" / "minilm-l6.q8_0.gguf")
+    before = [os.fstat(fd).st_ino for fd in (1, 2)]
+    for _ in range(10):
+        barrier = threading.Barrier(2)
+
+        def load(barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            Tokenizer(path)
+
+        threads = [threading.Thread(target=load) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [os.fstat(fd).st_ino for fd in (1, 2)] == before
