@@ -4,21 +4,19 @@ token guard so no text longer than the embedder's context is ever sent.
 
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from urllib.parse import urlsplit
 
 import numpy as np
 
 from hydra_rag.catalog import EMBED_PORTS, Embedder
 from hydra_rag.config import Settings
 from hydra_rag.errors import EmbedError
-from hydra_rag.sidecar import SidecarSpec, ensure, log_tail, read_record
+from hydra_rag.sidecar import JsonEndpoint, SidecarSpec, ensure, read_record
 
 _QUIET: list[object] = []
 
@@ -76,15 +74,8 @@ class EmbedClient:
         return self.embedder.dims
 
     @cached_property
-    def _conn(self) -> http.client.HTTPConnection:
-        parts = urlsplit(self.base_url)
-        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        return cls(parts.hostname or "127.0.0.1", parts.port, timeout=600)
-
-    @cached_property
-    def _path(self) -> str:
-        path = urlsplit(self.base_url).path.rstrip("/")
-        return path if path.endswith("/v1") else path + "/v1"
+    def _http(self) -> JsonEndpoint:
+        return JsonEndpoint(self.base_url, self.sidecar_id, error=EmbedError)
 
     def token_limit(self) -> int:
         return self.embedder.max_tokens
@@ -100,39 +91,13 @@ class EmbedClient:
         return math.ceil(len(full.encode("utf-8")) / 2) + 2 <= self.token_limit()
 
     def _post(self, inputs: list[str]) -> list[list[float]]:
-        body = json.dumps({"input": inputs, "model": self.model_name})
-        for attempt in (1, 2):
-            try:
-                self._conn.request(
-                    "POST", self._path + "/embeddings", body=body,
-                    headers={"Content-Type": "application/json"},
-                )
-                resp = self._conn.getresponse()
-                raw = resp.read()
-                break
-            except (OSError, http.client.HTTPException) as exc:
-                self._conn.close()
-                if attempt == 2:
-                    raise EmbedError(self._explain(f"cannot reach {self.base_url}: {exc}")) from None
-        if resp.status != 200:
-            raise EmbedError(self._explain(
-                f"{self.base_url} answered HTTP {resp.status}: {raw[:300].decode(errors='replace')}"
-            ))
+        raw = self._http.post("embeddings", {"input": inputs, "model": self.model_name})
         try:
             data = json.loads(raw)["data"]
             data.sort(key=lambda d: d["index"])
             return [d["embedding"] for d in data]
         except (ValueError, KeyError, TypeError):
             raise EmbedError(f"{self.base_url} gave an answer that is not an embeddings list") from None
-
-    def _explain(self, msg: str) -> str:
-        if self.sidecar_id:
-            rec = read_record(self.sidecar_id)
-            if rec is not None:
-                from pathlib import Path
-
-                return f"{msg}\nsidecar log {rec.log}:\n{log_tail(Path(rec.log))}"
-        return msg
 
     def embed(self, texts: Sequence[str], prefix: str,
               on_batch: Callable[[int], None] | None = None) -> np.ndarray:

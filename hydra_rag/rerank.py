@@ -14,18 +14,16 @@ and stopped like the embedder's.
 
 from __future__ import annotations
 
-import http.client
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from hydra_rag.catalog import RERANK_PORTS, Reranker, get_reranker
 from hydra_rag.config import Settings
 from hydra_rag.errors import ConfigError, ModelError, SidecarError
-from hydra_rag.sidecar import SidecarSpec, ensure, log_tail, read_record
+from hydra_rag.sidecar import JsonEndpoint, SidecarSpec, ensure
 
 if TYPE_CHECKING:
     from hydra_rag.retrieve import Hit
@@ -50,45 +48,16 @@ class RerankClient:
     sidecar_id: str | None = None
 
     @cached_property
-    def _conn(self) -> http.client.HTTPConnection:
-        parts = urlsplit(self.base_url)
-        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        return cls(parts.hostname or "127.0.0.1", parts.port, timeout=600)
-
-    def _explain(self, msg: str) -> str:
-        if self.sidecar_id:
-            rec = read_record(self.sidecar_id)
-            if rec is not None:
-                from pathlib import Path
-
-                return f"{msg}\nsidecar log {rec.log}:\n{log_tail(Path(rec.log))}"
-        return msg
+    def _http(self) -> JsonEndpoint:
+        return JsonEndpoint(self.base_url, self.sidecar_id,
+                            f"reranker {self.reranker.id!r} at {self.base_url}")
 
     def scores(self, query: str, documents: Sequence[str]) -> list[float]:
         """One relevance score per document, in the documents' order (higher: more relevant)."""
         if not documents:
             return []
-        path = urlsplit(self.base_url).path.rstrip("/")
-        path = (path if path.endswith("/v1") else path + "/v1") + "/rerank"
-        body = json.dumps({"query": query, "documents": list(documents),
-                           "model": self.reranker.id})
-        for attempt in (1, 2):
-            try:
-                self._conn.request("POST", path, body=body,
-                                   headers={"Content-Type": "application/json"})
-                resp = self._conn.getresponse()
-                raw = resp.read()
-                break
-            except (OSError, http.client.HTTPException) as exc:
-                self._conn.close()
-                if attempt == 2:
-                    raise SidecarError(self._explain(
-                        f"cannot reach reranker {self.reranker.id!r} at {self.base_url}: {exc}"
-                    )) from None
-        if resp.status != 200:
-            raise SidecarError(self._explain(
-                f"reranker {self.reranker.id!r} answered HTTP {resp.status}: "
-                f"{raw[:300].decode(errors='replace')}"))
+        raw = self._http.post("rerank", {"query": query, "documents": list(documents),
+                                         "model": self.reranker.id})
         try:
             results = json.loads(raw)["results"]
             by_index = {int(r["index"]): float(r["relevance_score"]) for r in results}

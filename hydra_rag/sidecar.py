@@ -4,6 +4,7 @@ command, found again through a record in the state folder, stopped after an idle
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -14,9 +15,11 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from hydra_rag.errors import SidecarError
+from hydra_rag.errors import HydraError, SidecarError
 from hydra_rag.locks import file_lock, write_atomic
 from hydra_rag.paths import dirs
 
@@ -113,6 +116,57 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return "(no log)"
     tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
     return "\n".join("    " + ln for ln in tail) or "(empty log)"
+
+
+@dataclass
+class JsonEndpoint:
+    """JSON POSTs to the /v1 API at `base_url` (a sidecar's, or a remote one) over one kept-alive
+    connection, retried once when the connection was dropped. Errors are raised as `error`,
+    name the endpoint as `name` (default: the URL) and end with the sidecar's log tail."""
+
+    base_url: str
+    sidecar_id: str | None = None
+    name: str = ""
+    error: type[HydraError] = SidecarError
+
+    @cached_property
+    def _conn(self) -> http.client.HTTPConnection:
+        parts = urlsplit(self.base_url)
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        return cls(parts.hostname or "127.0.0.1", parts.port, timeout=600)
+
+    @cached_property
+    def _v1(self) -> str:
+        path = urlsplit(self.base_url).path.rstrip("/")
+        return path if path.endswith("/v1") else path + "/v1"
+
+    def explain(self, msg: str) -> str:
+        """`msg`, followed by the tail of the sidecar's log when there is one."""
+        if self.sidecar_id:
+            rec = read_record(self.sidecar_id)
+            if rec is not None:
+                return f"{msg}\nsidecar log {rec.log}:\n{log_tail(Path(rec.log))}"
+        return msg
+
+    def post(self, route: str, payload: dict[str, object]) -> bytes:
+        """The body of a 200 answer to POST /v1/<route>."""
+        name = self.name or self.base_url
+        body = json.dumps(payload)
+        for attempt in (1, 2):
+            try:
+                self._conn.request("POST", f"{self._v1}/{route}", body=body,
+                                   headers={"Content-Type": "application/json"})
+                resp = self._conn.getresponse()
+                raw = resp.read()
+                break
+            except (OSError, http.client.HTTPException) as exc:
+                self._conn.close()
+                if attempt == 2:
+                    raise self.error(self.explain(f"cannot reach {name}: {exc}")) from None
+        if resp.status != 200:
+            raise self.error(self.explain(
+                f"{name} answered HTTP {resp.status}: {raw[:300].decode(errors='replace')}"))
+        return raw
 
 
 def port_free(port: int) -> bool:
