@@ -7,13 +7,14 @@ import difflib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from hydra_rag.errors import ConfigError, ModelError
 from hydra_rag.paths import dirs
 
+_E = TypeVar("_E")
 KINDS = ("code", "prose", "both")
 POOLINGS = ("mean", "cls", "last", "none")
 EMBED_PORTS = range(19080, 19100)
@@ -197,6 +198,12 @@ def _parse_source(where: str, raw: Any) -> Source:
     return src
 
 
+def _sources(where: str, raw: dict[str, Any]) -> tuple[Source, ...]:
+    return tuple(
+        _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
+    )
+
+
 def _start_entry(kind: str, origin: str, index: int, raw: Any,
                  fields: dict[str, Any], required: tuple[str, ...]) -> str:
     """Checks every kind of entry shares: a mapping, required fields present, no unknown
@@ -242,9 +249,7 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
     values = {k: ("" if v is None else v) for k, v in raw.items() if k != "sources"}
     if "languages" in values:
         values["languages"] = _languages(where, values["languages"])
-    sources = tuple(
-        _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
-    )
+    sources = _sources(where, raw)
     emb = Embedder(**values, sources=sources, origin=origin)  # type: ignore[arg-type]
     if emb.dims <= 0:
         raise ConfigError(f"{where}: field 'dims' must be positive, got {emb.dims}")
@@ -265,9 +270,7 @@ def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
         _check(where, key, value, _MODEL_FIELDS[key])
     params = _check_params(where, raw.get("params") or {})
     values = {k: v for k, v in raw.items() if k not in ("sources", "params")}
-    sources = tuple(
-        _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
-    )
+    sources = _sources(where, raw)
     model = ChatModel(**values, params=dict(params), sources=sources, origin=origin)
     if model.context < 256:
         raise ConfigError(f"{where}: field 'context' must be at least 256, got {model.context}")
@@ -285,9 +288,7 @@ def parse_reranker(origin: str, index: int, raw: Any) -> Reranker:
     values = {k: v for k, v in raw.items() if k != "sources"}
     if "languages" in values:
         values["languages"] = _languages(where, values["languages"])
-    sources = tuple(
-        _parse_source(f"{where} sources[{i}]", s) for i, s in enumerate(raw.get("sources", []))
-    )
+    sources = _sources(where, raw)
     rr = Reranker(**values, sources=sources, origin=origin)
     if rr.max_tokens < 32:
         raise ConfigError(f"{where}: field 'max_tokens' must be at least 32, got {rr.max_tokens}")
@@ -365,7 +366,9 @@ class Catalog:
     rerankers: dict[str, Reranker] = field(default_factory=dict)
 
 
-_SECTIONS = ("embedders", "models", "bundles", "rerankers")
+# Each top-level section and the parser of its entries.
+_PARSERS: dict[str, Any] = {"embedders": parse_embedder, "models": parse_model,
+                            "bundles": parse_bundle, "rerankers": parse_reranker}
 
 
 def parse_catalog(text: str, origin: str) -> Catalog:
@@ -376,14 +379,11 @@ def parse_catalog(text: str, origin: str) -> Catalog:
         raise ConfigError(f"{origin}: not valid YAML: {exc}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{origin}: expected a mapping with 'embedders' and/or 'models' lists")
-    unknown = set(doc) - set(_SECTIONS)
+    unknown = set(doc) - set(_PARSERS)
     if unknown:
         raise ConfigError(f"{origin}: unknown top-level key(s): {', '.join(sorted(unknown))}")
     parsed: dict[str, dict[str, Any]] = {}
-    parsers: tuple[tuple[str, Any], ...] = (
-        ("embedders", parse_embedder), ("models", parse_model), ("bundles", parse_bundle),
-        ("rerankers", parse_reranker))
-    for section, parse in parsers:
+    for section, parse in _PARSERS.items():
         entries = doc.get(section) or []
         if not isinstance(entries, list):
             raise ConfigError(f"{origin}: '{section}' must be a list")
@@ -446,17 +446,17 @@ def load_bundles() -> dict[str, Bundle]:
     return load_catalog().bundles
 
 
-def _unknown(what: str, key: str, known: list[str]) -> ModelError:
-    close = difflib.get_close_matches(key, known, n=len(known), cutoff=0)
-    return ModelError(f"unknown {what} {key!r}; known: {', '.join(close) or 'none'}")
+def _lookup(what: str, key: str, entries: dict[str, _E]) -> _E:
+    """The entry `key`; an unknown id lists the known ones, closest first."""
+    if key in entries:
+        return entries[key]
+    close = difflib.get_close_matches(key, list(entries), n=len(entries), cutoff=0)
+    raise ModelError(f"unknown {what} {key!r}; known: {', '.join(close) or 'none'}")
 
 
 def get_embedder(embedder_id: str) -> Embedder:
     """Look an embedder up; an unknown id lists the known ones, closest first."""
-    catalog = load_embedders()
-    if embedder_id in catalog:
-        return catalog[embedder_id]
-    raise _unknown("embedder", embedder_id, list(catalog))
+    return _lookup("embedder", embedder_id, load_embedders())
 
 
 def load_rerankers() -> dict[str, Reranker]:
@@ -465,18 +465,12 @@ def load_rerankers() -> dict[str, Reranker]:
 
 def get_reranker(reranker_id: str) -> Reranker:
     """Look a reranker up; an unknown id lists the known ones, closest first."""
-    catalog = load_rerankers()
-    if reranker_id in catalog:
-        return catalog[reranker_id]
-    raise _unknown("reranker", reranker_id, list(catalog))
+    return _lookup("reranker", reranker_id, load_rerankers())
 
 
 def get_model(model_id: str) -> ChatModel:
     """Look a chat model up; an unknown id lists the known ones, closest first."""
-    catalog = load_models()
-    if model_id in catalog:
-        return catalog[model_id]
-    raise _unknown("model", model_id, list(catalog))
+    return _lookup("model", model_id, load_models())
 
 
 def _read_user_doc(path: Path) -> dict[str, Any]:
@@ -496,9 +490,7 @@ def _write_user_doc(path: Path, doc: dict[str, Any]) -> None:
 def add_user_entry(section: str, entry: dict[str, Any]) -> Any:
     """Validate one entry and write it into the user's catalog (replacing the same id)."""
     path = user_catalog_path()
-    parse: Any = {"embedders": parse_embedder, "models": parse_model,
-                  "bundles": parse_bundle, "rerankers": parse_reranker}[section]
-    parsed = parse(str(path), 0, entry)
+    parsed = _PARSERS[section](str(path), 0, entry)
     doc = _read_user_doc(path)
     kept = [e for e in doc.get(section) or [] if not (isinstance(e, dict) and e.get("id") == parsed.id)]
     doc[section] = [*kept, entry]

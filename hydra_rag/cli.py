@@ -493,8 +493,7 @@ def embedders_add(
 
     path = _gguf_file(file)
     if port is None:
-        used = {e.port for e in load_embedders().values() if e.id != embedder_id}
-        port = next((p for p in EMBED_PORTS if p not in used), EMBED_PORTS.start)
+        port = _free_port(load_embedders(), embedder_id, EMBED_PORTS)
     entry = {"id": embedder_id, "dims": dims, "pooling": pooling, "max_tokens": max_tokens,
              "kind": kind, "port": port, "path": str(path), "query_prefix": query_prefix,
              "document_prefix": document_prefix}
@@ -637,8 +636,7 @@ def rerankers_add(
              "passage as the question's segment, which can cost much of its quality (our "
              "conversion, `convert: bert-q8_0` on its weights in the catalog, avoids this)")
     if port is None:
-        used = {r.port for r in load_rerankers().values() if r.id != reranker_id}
-        port = next((p for p in RERANK_PORTS if p not in used), RERANK_PORTS.start)
+        port = _free_port(load_rerankers(), reranker_id, RERANK_PORTS)
     entry = {"id": reranker_id, "path": str(path), "max_tokens": max_tokens,
              "languages": [x.strip() for x in languages.split(",") if x.strip()], "port": port}
     add_user_entry("rerankers", entry)
@@ -682,8 +680,7 @@ def models_add(
 
     path = _gguf_file(file)
     if port is None:
-        used = {m.port for m in load_models().values() if m.id != model_id}
-        port = next((p for p in CHAT_PORTS if p not in used), CHAT_PORTS.start)
+        port = _free_port(load_models(), model_id, CHAT_PORTS)
     entry = {"id": model_id, "path": str(path), "context": context, "chat_format": chat_format,
              "port": port}
     add_user_entry("models", entry)
@@ -698,6 +695,12 @@ def models_rm(model_id: Annotated[str, typer.Argument(help="Model id.")]) -> Non
     if not remove_user_entry("models", model_id):
         raise HydraError(f"{model_id!r} is not in your catalog (shipped models cannot be removed)")
     out.print(f"removed {model_id}", markup=False, highlight=False)
+
+
+def _free_port(entries: dict[str, Any], entry_id: str, ports: range) -> int:
+    """The first port of `ports` no other catalog entry of the kind prefers (else the first)."""
+    used = {e.port for e in entries.values() if e.id != entry_id}
+    return next((p for p in ports if p not in used), ports.start)
 
 
 def _gguf_file(file: Path) -> Path:
