@@ -60,17 +60,9 @@ def run_checks(root: Path | None) -> list[Check]:
         path = emb.model_path()
         if path is None:
             checks.append(Check("ok", f"embedder {eid}", f"served from {emb.url}"))
-        elif not path.is_file():
-            checks.append(Check("fail", f"embedder {eid}", f"model file missing: {path}",
-                                "hydra-rag rag setup"))
         else:
-            why = _gguf_readable(path)
-            if why:
-                checks.append(Check("fail", f"embedder {eid}", f"{path} is not loadable: {why}",
-                                    "hydra-rag rag setup --force"))
-            else:
-                mib = path.stat().st_size / (1 << 20)
-                checks.append(Check("ok", f"embedder {eid}", f"{path} ({mib:.0f} MiB)"))
+            checks.append(_file_check(f"embedder {eid}", path, "hydra-rag rag setup",
+                                      "hydra-rag rag setup --force"))
     if settings.rerank:
         checks.append(_reranker_check(settings.reranker))
     for gone in sidecar.clean_stale():
@@ -99,13 +91,20 @@ def _reranker_check(rid: str) -> Check:
     path = rr.model_path()
     if path is None:
         return Check("ok", name, f"served from {rr.url}")
-    again = (f"hydra-rag rerankers pull {rid} --force" if rr.sources
-             else f"hydra-rag rerankers add {rid} FILE.gguf")
+    if not rr.sources:  # registered from a file: only adding it again helps
+        add = f"hydra-rag rerankers add {rid} FILE.gguf"
+        return _file_check(name, path, add, add)
+    pull = f"hydra-rag rerankers pull {rid}"
+    return _file_check(name, path, pull, f"{pull} --force")
+
+
+def _file_check(name: str, path: Path, missing_fix: str, broken_fix: str) -> Check:
+    """A model file: present, and a GGUF llama.cpp can parse."""
     if not path.is_file():
-        return Check("fail", name, f"model file missing: {path}", again.replace(" --force", ""))
+        return Check("fail", name, f"model file missing: {path}", missing_fix)
     why = _gguf_readable(path)
     if why:
-        return Check("fail", name, f"{path} is not loadable: {why}", again)
+        return Check("fail", name, f"{path} is not loadable: {why}", broken_fix)
     return Check("ok", name, f"{path} ({path.stat().st_size / (1 << 20):.0f} MiB)")
 
 
