@@ -12,7 +12,8 @@ the reranker the pooler (dense + tanh on [CLS]) and the classifier are written a
 own converter drops the pooler, which changes every score.
 
 ONNX weights may be dynamically quantised (int8/uint8 MatMulInteger weights with a scale and
-zero point per tensor, as ONNX Runtime's quantiser writes them); they are dequantised to float.
+zero point per tensor or per channel, as ONNX Runtime's quantiser writes them); they are
+dequantised to float.
 """
 
 from __future__ import annotations
@@ -176,15 +177,17 @@ def hparams(model_dir: Path, weights: Mapping[str, np.ndarray],
     hp.update(given or {})
     layers = [int(m.group(1)) for k in weights
               if (m := re.match(r"encoder\.layer\.(\d+)\.", k))]
+
+    def dim(name: str, axis: int) -> int | None:
+        w = weights.get(name)
+        return None if w is None else int(w.shape[axis])
+
     shapes = {
         "num_hidden_layers": max(layers) + 1 if layers else None,
-        "hidden_size": weights.get("embeddings.word_embeddings.weight", np.zeros((0, 0))).shape[1],
-        "intermediate_size": weights.get("encoder.layer.0.intermediate.dense.weight",
-                                         np.zeros((0, 0))).shape[0],
-        "max_position_embeddings": weights.get("embeddings.position_embeddings.weight",
-                                               np.zeros((0, 0))).shape[0],
-        "type_vocab_size": weights.get("embeddings.token_type_embeddings.weight",
-                                       np.zeros((2, 0))).shape[0],
+        "hidden_size": dim("embeddings.word_embeddings.weight", 1),
+        "intermediate_size": dim("encoder.layer.0.intermediate.dense.weight", 0),
+        "max_position_embeddings": dim("embeddings.position_embeddings.weight", 0),
+        "type_vocab_size": dim("embeddings.token_type_embeddings.weight", 0) or 2,
         "layer_norm_eps": 1e-12,
     }
     for key, value in shapes.items():

@@ -73,15 +73,15 @@ def rank_scores(llm: Any, query: str, documents: list[str], n_ctx: int) -> list[
     """One relevance logit per document, as many pairs per decode as fit the batch."""
     import llama_cpp
 
-    # One pair per decode at most: a pair must fit the batch as well as the context.
+    # A pair must fit one batch as well as the context.
     pairs = _pairs(llm, query, documents, min(n_ctx, llm.n_batch))
     scores: list[float] = []
     i = 0
     while i < len(pairs):
         llm._batch.reset()
         used = seqs = 0
-        while i < len(pairs) and seqs < llm.context_params.n_seq_max and (
-                seqs == 0 or used + len(pairs[i]) <= llm.n_batch):
+        while (i < len(pairs) and seqs < llm.context_params.n_seq_max
+               and used + len(pairs[i]) <= llm.n_batch):
             llm._batch.add_sequence(pairs[i], seqs, True)
             used += len(pairs[i])
             seqs += 1
