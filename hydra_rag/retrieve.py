@@ -534,7 +534,6 @@ class Searcher:
             hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)
         return hits if k is None else hits[:k]
 
-
     def _rerank(self, query: str, hits: list[Hit], top: int) -> list[Hit]:
         if self._reranker is None:
             self._reranker = connect_reranker(self.settings)
