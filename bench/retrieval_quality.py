@@ -21,19 +21,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent.parent / "shared" / "data"
 WORK = HERE / ".work" / "quality"
-# name → (judgements file, file suffix: Markdown for prose, .py for code)
-SETS = {"scifact": ("qrels/train.tsv", ".md"), "cosqa": ("qrels/dev.tsv", ".py")}
+# name → (data folder, judgements file, file suffix: Markdown for prose, .py for code)
+SETS = {"scifact": ("scifact", "qrels/train.tsv", ".md"), "cosqa": ("cosqa", "qrels/dev.tsv", ".py"),
+        "reports": ("scifact", "qrels/train.tsv", ".md")}
+# "reports": long reports made of SciFact abstracts, REPORT_SIZE to a file, each under its
+# own "## title" with its text wrapped at WRAP columns; a hit counts for the abstracts its
+# line range overlaps, so the unit is the passage, not the file.
+REPORT_SIZE = 20
+WRAP = 100
 # name → (search methods, fusion); "hybrid" is the default.
 MODES = {"dense": (("vector",), "score"), "bm25": (("bm25",), "score"),
          "hybrid-rrf": (("vector", "bm25"), "rrf"), "hybrid": (("vector", "bm25"), "score")}
@@ -41,12 +50,13 @@ MODES = {"dense": (("vector",), "score"), "bm25": (("bm25",), "score"),
 
 def load(name: str, n_queries: int) -> tuple[list[dict[str, str]], dict[str, dict[str, float]]]:
     qrels: dict[str, dict[str, float]] = {}
-    lines = (DATA / name / SETS[name][0]).read_text().splitlines()[1:]
+    data, judged, _ = SETS[name]
+    lines = (DATA / data / judged).read_text().splitlines()[1:]
     for line in lines:
         qid, doc, grade = line.split("\t")
         qrels.setdefault(qid, {})[doc] = float(grade)
     queries = []
-    with (DATA / name / "queries.jsonl").open() as f:
+    with (DATA / data / "queries.jsonl").open() as f:
         for line in f:
             q = json.loads(line)
             if q["_id"] in qrels:
@@ -54,26 +64,58 @@ def load(name: str, n_queries: int) -> tuple[list[dict[str, str]], dict[str, dic
     return queries[:n_queries], qrels
 
 
-def write_corpus(name: str, keep: set[str] | None, n_docs: int) -> Path:
-    suffix = SETS[name][1]
+def _documents(name: str, keep: set[str] | None, n_docs: int) -> list[dict[str, str]]:
+    docs: list[dict[str, str]] = []
+    with (DATA / SETS[name][0] / "corpus.jsonl").open() as f:
+        for line in f:
+            d = json.loads(line)
+            if keep is not None and d["_id"] not in keep and len(docs) >= n_docs:
+                continue
+            docs.append(d)
+    return docs
+
+
+def _write(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+Locate = Callable[[str, int, int], list[str]]
+
+
+def write_corpus(name: str, keep: set[str] | None, n_docs: int) -> tuple[Path, Locate]:
+    """Write the set as a folder; return it and the function that maps a hit (path, first and
+    last line) to the documents it shows."""
+    suffix = SETS[name][2]
     folder = WORK / (name if keep is None else f"{name}-{n_docs}")
     if not (WORK / ".git").exists():
         # Its own repository: otherwise this checkout's .gitignore (bench/.work/) hides it.
         WORK.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "init", "-q", str(WORK)], check=True)
     folder.mkdir(parents=True, exist_ok=True)
-    written = 0
-    with (DATA / name / "corpus.jsonl").open() as f:
-        for line in f:
-            d = json.loads(line)
-            if keep is not None and d["_id"] not in keep and written >= n_docs:
-                continue
-            p = folder / f"{d['_id']}{suffix}"
-            if not p.exists():
-                text = d["text"] if suffix == ".py" else f"# {d['title']}\n\n{d['text']}\n"
-                p.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-            written += 1
-    return folder
+    docs = _documents(name, keep, n_docs)
+    if name != "reports":
+        for d in docs:
+            text = d["text"] if suffix == ".py" else f"# {d['title']}\n\n{d['text']}\n"
+            _write(folder / f"{d['_id']}{suffix}", text if text.endswith("\n") else text + "\n")
+        return folder, lambda path, first, last: [Path(path).stem]
+    # Spread the judged abstracts over the reports (a fixed shuffle), so a report is a mix.
+    random.Random(7).shuffle(docs)
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+    for i in range(0, len(docs), REPORT_SIZE):
+        rel = f"report-{i // REPORT_SIZE + 1:03d}.md"
+        lines = [f"# Report {i // REPORT_SIZE + 1}", ""]
+        for d in docs[i : i + REPORT_SIZE]:
+            first = len(lines) + 1
+            lines += [f"## {d['title'].strip()}", ""]
+            lines += textwrap.wrap(d["text"], WRAP) + [""]
+            spans.setdefault(rel, []).append((first, len(lines), d["_id"]))
+        _write(folder / rel, "\n".join(lines) + "\n")
+
+    def locate(path: str, first: int, last: int) -> list[str]:
+        return [doc for a, b, doc in spans.get(path, []) if a <= last and first <= b]
+
+    return folder, locate
 
 
 def index(folder: Path, *flags: str) -> dict[str, object]:
@@ -85,7 +127,8 @@ def index(folder: Path, *flags: str) -> dict[str, object]:
     return report
 
 
-def evaluate(folder: Path, queries: list[dict[str, str]], qrels: dict[str, dict[str, float]],
+def evaluate(folder: Path, locate: Locate, queries: list[dict[str, str]],
+             qrels: dict[str, dict[str, float]],
              methods: tuple[str, ...], fusion: str, rerank_top: int = 0) -> dict[str, float]:
     from hydra_rag.config import load_settings
     from hydra_rag.metrics import distinct, ndcg_at, recall_at, reciprocal_rank
@@ -99,7 +142,7 @@ def evaluate(folder: Path, queries: list[dict[str, str]], qrels: dict[str, dict[
         t0 = time.perf_counter()
         hits = searcher.search(q["text"], 50, methods=methods)
         times.append(time.perf_counter() - t0)
-        ranked = distinct([Path(h.path).stem for h in hits])[:10]
+        ranked = distinct([d for h in hits for d in locate(h.path, h.line_start, h.line_end)])[:10]
         rel = qrels[q["_id"]]
         ndcg.append(ndcg_at(ranked, rel, 10))
         recall.append(recall_at(ranked, rel, 10))
@@ -136,7 +179,7 @@ def main() -> None:
         keep = None
         if args.docs:
             keep = {d for q in queries for d in qrels[q["_id"]]}
-        folder = write_corpus(name, keep, args.docs)
+        folder, locate = write_corpus(name, keep, args.docs)
         variants: list[tuple[Path, tuple[str, ...]]] = [(folder, ())]
         extra = [("ctx", ("--contextualize",))] if args.contextualize else []
         if args.embedder:
@@ -149,7 +192,7 @@ def main() -> None:
         for where, flags in variants:
             report = index(where, *flags)
             chunks = sum(report["chunks_total"].values())  # type: ignore[attr-defined]
-            print(f"{where.name}: {len(list(where.glob('*' + SETS[name][1])))} documents, "
+            print(f"{where.name}: {len(list(where.glob('*' + SETS[name][2])))} files, "
                   f"{chunks} chunks, {len(queries)} queries; index run {report['wall_s']:.1f}s "
                   f"({report['files_indexed']} files indexed now"
                   + (f", {report['contexts_written']} contexts written"
@@ -157,7 +200,7 @@ def main() -> None:
                   flush=True)
             key = " ".join((name, *flags))
             for mode, (methods, fusion) in MODES.items():
-                m = evaluate(where, queries, qrels, methods, fusion)
+                m = evaluate(where, locate, queries, qrels, methods, fusion)
                 rows.append((key, mode, m))
                 print(f"  {mode:10} nDCG@10 {m['ndcg@10']:.3f}  Recall@10 {m['recall@10']:.3f}  "
                       f"MRR@10 {m['mrr@10']:.3f}  median {m['median_ms']:.0f} ms", flush=True)
@@ -167,7 +210,7 @@ def main() -> None:
             if args.rerank:
                 sub = queries[: args.rerank]
                 for mode, top in (("hybrid", 0), (f"+rerank@{args.rerank_top}", args.rerank_top)):
-                    m = evaluate(where, sub, qrels, ("vector", "bm25"), "score", top)
+                    m = evaluate(where, locate, sub, qrels, ("vector", "bm25"), "score", top)
                     rows.append((key, f"{mode} ({len(sub)} q)", m))
                     print(f"  {mode:10} nDCG@10 {m['ndcg@10']:.3f}  Recall@10 "
                           f"{m['recall@10']:.3f}  MRR@10 {m['mrr@10']:.3f}  median "

@@ -128,7 +128,7 @@ class TurnResult:
         return {
             "answer": self.answer,
             "sources": [{"n": s.n, "store": s.store, "path": s.path, "line_start": s.line_start,
-                         "line_end": s.line_end} for s in self.sources],
+                         "line_end": s.line_end, "section": s.section} for s in self.sources],
             "citations": self.citations.to_json(),
             "retrieval": self.retrieval,
             "usage": self.usage,
@@ -208,7 +208,7 @@ class Chat:
         relevant = [h for h in hits
                     if any(name.startswith("bm25") for name in h.ranks)
                     or (h.similarity is not None and h.similarity >= MIN_SIMILARITY)]
-        sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text)
+        sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text, h.section)
                    for i, h in enumerate(relevant, start=1)]
         info = {"query": question, "also": also, "hits": [
             {"store": h.store, "path": h.path, "line_start": h.line_start,

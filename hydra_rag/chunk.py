@@ -2,14 +2,23 @@
 
 Only a single line longer than the hard limit is cut (minified JSON, a data dump), so no chunk
 can exceed what the embedder accepts. Every chunk keeps its 1-based line range.
+
+In a document with headings (Markdown, reStructuredText, AsciiDoc, Org) a chunk prefers to end
+before a heading, never ends on one, and starts a section without overlap; each chunk also
+knows its *section*, the titles of the headings it stands under ("Guide › Install › Linux"),
+which the indexer puts before its text for the embedder and the full-text index.
 """
 
 from __future__ import annotations
 
+import bisect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
-CHUNKER_VERSION = 1
+# 2: heading-aware breaks and sections
+CHUNKER_VERSION = 2
 TARGET = 1500
 OVERLAP = 200
 HARD = 3000
@@ -24,6 +33,158 @@ class Chunk:
     line_start: int
     line_end: int
     text: str
+    section: str = ""  # the titles of the headings above the chunk, outermost first
+
+
+# Where a file's headings can be read, by extension.
+MARKUPS = {".md": "md", ".markdown": "md", ".mdx": "md", ".mkd": "md", ".rst": "rst",
+           ".adoc": "adoc", ".asciidoc": "adoc", ".org": "org"}
+SECTION_SEP = " › "
+_TITLE_MAX = 100  # characters of one title in a section
+_SECTION_MAX = 300
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
+# lines that cannot be a setext heading's title: indented code, list items, quotes, tables
+_NOT_TITLE = re.compile(r"(?: {4}|\t| {0,3}(?:[-*+>|]|\d+[.)])(?:[ \t]|$))")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_ADOC = re.compile(r"(={1,6})[ \t]+(\S.*?)[ \t]*$")
+_ADOC_BLOCK = re.compile(r"(-{4,}|\.{4,}|={4,}|\+{4,}|/{4,}|_{4,})[ \t]*$")
+_ORG = re.compile(r"(\*+)[ \t]+(\S.*?)[ \t]*$")
+_RST_RULE = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*$")
+
+
+def markup_of(path: str) -> str | None:
+    """The heading syntax of a file, from its extension (None: a file without headings)."""
+    return MARKUPS.get(PurePosixPath(path).suffix.lower())
+
+
+def outline(lines: list[str], markup: str | None) -> dict[int, tuple[int, str, int]]:
+    """The headings of a document: {1-based first line: (level, title, lines it spans)}."""
+    if markup == "md":
+        return _outline_md(lines)
+    if markup == "rst":
+        return _outline_rst(lines)
+    if markup == "adoc":
+        return _outline_prefixed(lines, _ADOC, _ADOC_BLOCK)
+    if markup == "org":
+        return _outline_prefixed(lines, _ORG, None)
+    return {}
+
+
+def _outline_md(lines: list[str]) -> dict[int, tuple[int, str, int]]:
+    heads: dict[int, tuple[int, str, int]] = {}
+    fence = ""
+    i = 0
+    if lines and lines[0].strip() == "---":  # front matter: its closing rule is no heading
+        end = next((j for j in range(1, len(lines)) if lines[j].strip() in ("---", "...")), 0)
+        i = end + 1
+    prev_text = False  # the line before is paragraph text (a setext heading's title)
+    while i < len(lines):
+        line = lines[i].rstrip("\r\n")
+        m = _FENCE.match(line)
+        if fence:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = ""
+            i += 1
+            continue
+        if m:
+            fence, prev_text = m.group(1), False
+            i += 1
+            continue
+        if (a := _ATX.match(line)) and (a.group(2) or "").strip():
+            heads[i + 1] = (len(a.group(1)), a.group(2).strip(), 1)
+            prev_text = False
+        elif prev_text and (s := _SETEXT.match(line)):
+            heads[i] = (1 if s.group(1)[0] == "=" else 2, lines[i - 1].strip(), 2)
+            prev_text = False
+        else:
+            prev_text = bool(line.strip()) and not _NOT_TITLE.match(line)
+        i += 1
+    return heads
+
+
+def _outline_rst(lines: list[str]) -> dict[int, tuple[int, str, int]]:
+    """reStructuredText: a title underlined (and maybe overlined) by one punctuation character
+    at least as long as the title; levels in the order the styles first appear."""
+    heads: dict[int, tuple[int, str, int]] = {}
+    styles: list[tuple[str, bool]] = []
+    i = 0
+    while i + 1 < len(lines):
+        over = _RST_RULE.match(lines[i].rstrip("\r\n"))
+        title, under_at = (lines[i + 1], i + 2) if over else (lines[i], i + 1)
+        title = title.strip()
+        under = _RST_RULE.match(lines[under_at].rstrip("\r\n")) if under_at < len(lines) else None
+        if (title and under and not _RST_RULE.match(title) and not lines[under_at - 1][:1].isspace()
+                and len(under.group(0).rstrip()) >= len(title)
+                and (not over or over.group(1) == under.group(1))):
+            style = (under.group(1), bool(over))
+            if style not in styles:
+                styles.append(style)
+            heads[i + 1] = (styles.index(style) + 1, title, under_at - i + 1)
+            i = under_at + 1
+            continue
+        i += 1
+    return heads
+
+
+def _outline_prefixed(lines: list[str], head: re.Pattern[str],
+                      block: re.Pattern[str] | None) -> dict[int, tuple[int, str, int]]:
+    """AsciiDoc (`== Title`) and Org (`** Title`): the level is the marker's length. Lines inside
+    an AsciiDoc delimited block (listing, literal…) are not headings."""
+    heads: dict[int, tuple[int, str, int]] = {}
+    fence = ""
+    for i, raw in enumerate(lines):
+        line = raw.rstrip("\r\n")
+        if block is not None and (b := block.match(line)):
+            fence = "" if fence == b.group(1) else fence or b.group(1)
+            continue
+        if not fence and (m := head.match(line)):
+            heads[i + 1] = (len(m.group(1)), m.group(2), 1)
+    return heads
+
+
+def _short(title: str) -> str:
+    return title if len(title) <= _TITLE_MAX else title[: _TITLE_MAX - 1].rstrip() + "…"
+
+
+def _path(titles: list[str]) -> str:
+    text = SECTION_SEP.join(titles)
+    if len(text) > _SECTION_MAX and len(titles) > 2:
+        text = SECTION_SEP.join([titles[0], "…", titles[-1]])
+    return text[:_SECTION_MAX]
+
+
+def _sections(heads: dict[int, tuple[int, str, int]]) -> Callable[[int], str]:
+    """A function from a line to the section it stands in. The heading on that very line is not
+    part of it (the chunk's text shows it), so a chunk that starts with a heading gets the
+    path of the headings above that one."""
+    ats: list[int] = []
+    inside: list[str] = []  # the path below each heading
+    above: dict[int, str] = {}  # the path above each heading
+    stack: list[tuple[int, str]] = []
+    for at, (level, title, _span) in sorted(heads.items()):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        above[at] = _path([t for _, t in stack])
+        stack.append((level, _short(title)))
+        ats.append(at)
+        inside.append(_path([t for _, t in stack]))
+
+    def section(line: int) -> str:
+        if line in above:
+            return above[line]
+        k = bisect.bisect_left(ats, line)
+        return inside[k - 1] if k else ""
+
+    return section
+
+
+@dataclass(frozen=True)
+class _Outline:
+    """Heading lines of a document, as the splitter needs them."""
+
+    starts: frozenset[int] = frozenset()  # the first line of each heading
+    lines: frozenset[int] = frozenset()  # every line that belongs to a heading
 
 
 @dataclass(frozen=True)
@@ -51,9 +212,9 @@ def _cut_long_line(text: str, limit: int) -> list[str]:
     return pieces
 
 
-def _units(text: str, hard: int, piece: int) -> list[_Unit]:
+def _units(lines: list[str], hard: int, piece: int) -> list[_Unit]:
     units = []
-    for n, line in enumerate(text.splitlines(keepends=True), start=1):
+    for n, line in enumerate(lines, start=1):
         if len(line) <= hard:
             units.append(_Unit(n, line, True))
         else:
@@ -61,20 +222,50 @@ def _units(text: str, hard: int, piece: int) -> list[_Unit]:
     return units
 
 
-def _break_score(units: list[_Unit], i: int) -> int:
-    """How good a place it is to end a chunk after unit i."""
+def _is_head(unit: _Unit, lines: frozenset[int]) -> bool:
+    return unit.whole and unit.line in lines
+
+
+def _break_score(units: list[_Unit], i: int, ol: _Outline) -> int:
+    """How good a place it is to end a chunk after unit i (below 0: never)."""
     cur = units[i].text
-    nxt = units[i + 1].text if i + 1 < len(units) else ""
+    nxt = units[i + 1] if i + 1 < len(units) else None
+    if ol.lines:
+        j = i
+        while j > 0 and not units[j].text.strip():
+            j -= 1
+        if _is_head(units[j], ol.lines):
+            return -1  # on a heading, or the blank lines after one
+        if nxt is not None and nxt.line != units[i].line and _is_head(nxt, ol.starts):
+            return 4  # before a heading: the next chunk starts a section
     if not cur.strip():
         return 3  # after a blank line: between paragraphs or definitions
-    if nxt and not nxt[0].isspace() and units[i + 1].whole:
+    if nxt is not None and not nxt.text[0].isspace() and nxt.whole:
         return 2  # before a top-level line: a new definition, heading or statement
-    if nxt and not nxt.strip():
+    if nxt is not None and not nxt.text.strip():
         return 1
     return 0
 
 
-def _split(units: list[_Unit], target: int, overlap: int) -> list[list[_Unit]]:
+def _off_heading(units: list[_Unit], start: int, end: int, ol: _Outline) -> int:
+    """A chunk that would end on a heading ends before it instead, or, if the heading is all it
+    holds, takes the heading's first content along."""
+    n = len(units)
+    j = end - 1
+    while j > start and not units[j].text.strip():
+        j -= 1
+    if not _is_head(units[j], ol.lines):
+        return end
+    while j > start and not _is_head(units[j], ol.starts) and _is_head(units[j - 1], ol.lines):
+        j -= 1
+    if any(units[k].text.strip() for k in range(start, j)):
+        return j
+    while end < n and (not units[end].text.strip() or _is_head(units[end], ol.lines)):
+        end += 1
+    return min(end + 1, n)
+
+
+def _split(units: list[_Unit], target: int, overlap: int, ol: _Outline) -> list[list[_Unit]]:
     groups: list[list[_Unit]] = []
     start = 0
     n = len(units)
@@ -91,14 +282,19 @@ def _split(units: list[_Unit], target: int, overlap: int) -> list[list[_Unit]]:
                 acc += len(units[i].text)
                 if acc < target * _MIN_FILL:
                     continue
-                score = _break_score(units, i)
+                score = _break_score(units, i, ol)
                 if score >= best_score:
                     best, best_score = i, score
             if best_score > 0:
                 end = best + 1
+            elif ol.lines:
+                end = _off_heading(units, start, end, ol)
         groups.append(units[start:end])
         if end >= n:
             break
+        if _is_head(units[end], ol.starts) and units[end].line != units[end - 1].line:
+            start = end  # a section starts: no overlap with the one before
+            continue
         # Overlap: step back over whole units worth at most `overlap` characters.
         back, acc = end, 0
         while back - 1 > start and acc + len(units[back - 1].text) <= overlap:
@@ -108,47 +304,57 @@ def _split(units: list[_Unit], target: int, overlap: int) -> list[list[_Unit]]:
     return groups
 
 
+class _Chunker:
+    """One document's chunking: its outline and the size limits."""
+
+    def __init__(self, lines: list[str], markup: str | None, fits: Callable[[str], bool] | None):
+        heads = outline(lines, markup) if markup else {}
+        self.ol = _Outline(frozenset(heads), frozenset(
+            line for at, (_, _, span) in heads.items() for line in range(at, at + span)))
+        self.section = _sections(heads)
+        self.fits = fits
+
+    def chunk(self, group: list[_Unit]) -> Chunk:
+        first = next((u.line for u in group if u.text.strip()), group[0].line)
+        return Chunk(group[0].line, group[-1].line, "".join(u.text for u in group),
+                     self.section(first))
+
+    def split(self, units: list[_Unit], target: int, overlap: int,
+              refitting: bool = False) -> list[Chunk]:
+        out: list[Chunk] = []
+        # A chunk too long for the embedder is split plainly: keeping a heading with its text
+        # is what may have made it too long.
+        for group in _split(units, target, overlap, _Outline() if refitting else self.ol):
+            if not any(u.text.strip() for u in group):
+                continue
+            chunk = self.chunk(group)
+            if self.fits is not None and not self.fits(chunk.text):
+                out.extend(self.refit(group, target, overlap))
+            else:
+                out.append(chunk)
+        return out
+
+    def refit(self, group: list[_Unit], target: int, overlap: int) -> list[Chunk]:
+        """Split a chunk that the embedder cannot take, halving the target until every piece
+        fits."""
+        if len(group) == 1:
+            unit = group[0]
+            if len(unit.text) <= 1:
+                return [self.chunk(group)]
+            half = max(1, len(unit.text) // 2)
+            group = [_Unit(unit.line, p, False) for p in _cut_long_line(unit.text, half)]
+        return self.split(group, max(1, target // 2), overlap // 2, refitting=True)
+
+
 def chunk_text(
     text: str,
     target: int = TARGET,
     overlap: int = OVERLAP,
     hard: int = HARD,
     fits: Callable[[str], bool] | None = None,
+    markup: str | None = None,
 ) -> list[Chunk]:
-    """Chunk a file's text; `fits` (e.g. a token count check) forces smaller chunks where needed."""
-    units = _units(text, hard, min(target, hard))
-    chunks: list[Chunk] = []
-    for group in _split(units, target, overlap):
-        body = "".join(u.text for u in group)
-        if not body.strip():
-            continue
-        if fits is not None and not fits(body):
-            chunks.extend(_refit(group, target, overlap, fits))
-        else:
-            chunks.append(Chunk(group[0].line, group[-1].line, body))
-    return chunks
-
-
-def _refit(group: list[_Unit], target: int, overlap: int, fits: Callable[[str], bool]) -> list[Chunk]:
-    """Split a chunk that the embedder cannot take, halving the target until every piece fits."""
-    if len(group) == 1:
-        unit = group[0]
-        half = max(1, len(unit.text) // 2)
-        if len(unit.text) <= 1:
-            return [Chunk(unit.line, unit.line, unit.text)]
-        pieces = [_Unit(unit.line, p, False) for p in _cut_long_line(unit.text, half)]
-        return _refit_all(pieces, max(1, target // 2), overlap // 2, fits)
-    return _refit_all(group, max(1, target // 2), overlap // 2, fits)
-
-
-def _refit_all(units: list[_Unit], target: int, overlap: int, fits: Callable[[str], bool]) -> list[Chunk]:
-    out: list[Chunk] = []
-    for group in _split(units, target, overlap):
-        body = "".join(u.text for u in group)
-        if not body.strip():
-            continue
-        if fits(body):
-            out.append(Chunk(group[0].line, group[-1].line, body))
-        else:
-            out.extend(_refit(group, target, overlap, fits))
-    return out
+    """Chunk a file's text; `fits` (e.g. a token count check) forces smaller chunks where
+    needed; `markup` (see `markup_of`) makes the chunks follow the document's headings."""
+    lines = text.splitlines(keepends=True)
+    return _Chunker(lines, markup, fits).split(_units(lines, hard, min(target, hard)), target, overlap)

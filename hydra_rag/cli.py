@@ -198,8 +198,8 @@ def index(
 
 def _hit_json(rank: int, h: Any) -> dict[str, Any]:
     return {"rank": rank, "path": h.path, "store": h.store, "kind": h.kind,
-            "line_start": h.line_start, "line_end": h.line_end, "score": round(h.score, 6),
-            "text": h.text, "ranks": h.ranks,
+            "line_start": h.line_start, "line_end": h.line_end, "section": h.section,
+            "score": round(h.score, 6), "text": h.text, "ranks": h.ranks,
             **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {})}
 
 
@@ -278,6 +278,8 @@ def search(
             sim = f"   cosine {h.similarity:.3f}" if h.similarity is not None else ""
             fused = f"   fused {h.score:.4f}" if h.rerank is not None else ""
             out.print(f"    ranks: {ranks}{sim}{fused}", markup=False, highlight=False)
+        if h.section:
+            out.print(f"    § {h.section}", style="dim", markup=False, highlight=False)
         snippet = " ".join(h.text.split())[:160]
         out.print(f"    {snippet}", markup=False, highlight=False)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hydra_rag import registry
 from hydra_rag.catalog import Embedder, get_embedder
-from hydra_rag.chunk import CHUNKER_VERSION, chunk_text
+from hydra_rag.chunk import CHUNKER_VERSION, SECTION_SEP, chunk_text, markup_of
 from hydra_rag.classify import classify
 from hydra_rag.config import Settings
 from hydra_rag.contextualize import Contextualizer, with_context
@@ -93,9 +93,11 @@ def resolve_root(path: Path) -> Path:
     return p.resolve()
 
 
-def chunk_id(rel: str, line_start: int, line_end: int, text: str) -> str:
-    """Stable id of a chunk: the same text at the same place of the same file, the same id."""
-    h = hashlib.sha256(f"{rel}\0{line_start}\0{line_end}\0".encode() + text.encode("utf-8"))
+def chunk_id(rel: str, line_start: int, line_end: int, text: str, section: str = "") -> str:
+    """Stable id of a chunk: the same text under the same headings at the same place of the
+    same file, the same id (a renamed heading makes new rows for the chunks under it)."""
+    h = hashlib.sha256(f"{rel}\0{line_start}\0{line_end}\0{section}\0".encode()
+                       + text.encode("utf-8"))
     return h.hexdigest()[:32]
 
 
@@ -128,6 +130,7 @@ class _Prepared:
     rows: list[dict[str, Any]]
     skip: str = ""
     document: str = ""  # the whole file, kept only when chunks are contextualized
+    inputs: list[str] = field(default_factory=list)  # what is embedded, a text per row
 
 
 _T = TypeVar("_T")
@@ -268,12 +271,14 @@ class _Run:
         self.analysis = {"code": Analysis("en"), "prose": Analysis(lang)}
         self.report.languages = {t: a.language for t, a in self.analysis.items()}
 
-    def _lex_for(self, a: Analysis) -> Callable[[str, str], str]:
-        """The `lex` of a stored chunk (text, path): with its cached context when contextualized."""
+    def _lex_for(self, a: Analysis) -> Callable[[str, str, str], str]:
+        """The `lex` of a stored chunk (text, path, section): its section before it, and its
+        cached context when contextualized."""
         ctx = self.ctx
         if ctx is None:
-            return lambda text, path: a.document(text)
-        return lambda text, path: a.document(with_context(ctx.cached(path, text) or "", text))
+            return lambda text, path, section: a.document(with_context(section, text))
+        return lambda text, path, section: a.document(
+            with_context(ctx.cached(path, text) or "", with_context(section, text)))
 
     def _prose_samples(self, walked: WalkResult, want: int = 40, look: int = 400) -> list[str]:
         samples: list[str] = []
@@ -422,15 +427,18 @@ class _Run:
         kind = classify(cand.rel, text[:200])
         fits = self.clients[self.embedders[kind].id].fits
         analyse = self.analysis[kind].document
-        rows = []
-        for ch in chunk_text(text, fits=fits):
+        rows, inputs = [], []
+        for ch in chunk_text(text, fits=fits, markup=markup_of(cand.rel)):
+            embedded = _with_section(ch.section, ch.text, fits)
             rows.append({
-                "id": chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text),
+                "id": chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, ch.section),
                 "path": cand.rel, "kind": kind,
                 "line_start": ch.line_start, "line_end": ch.line_end,
-                "hash": text_hash(ch.text), "text": ch.text, "lex": analyse(ch.text),
+                "hash": text_hash(embedded), "text": ch.text, "section": ch.section,
+                "lex": analyse(with_context(ch.section, ch.text)),
             })
-        return _Prepared(cand, kind, rows, document=text if self.ctx else "")
+            inputs.append(embedded)
+        return _Prepared(cand, kind, rows, document=text if self.ctx else "", inputs=inputs)
 
     def _flush(self, batch: list[_Prepared], files: dict[str, FileEntry],
                start_files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
@@ -454,7 +462,8 @@ class _Run:
             all_rows = [r for _, rows in items for r in rows]
             need = [r for r in all_rows if r["hash"] not in reused]
             client = self.client(t)
-            embed_text = {id(r): r["text"] for r in all_rows}
+            embed_text = {id(r): x for p in batch if p.kind == t
+                          for r, x in zip(p.rows, p.inputs, strict=True)}
             if self.ctx is not None:
                 self._contextualize(t, [p for p in batch if p.kind == t], client.fits, embed_text)
             if need:
@@ -496,17 +505,17 @@ class _Run:
 
     def _contextualize(self, t: str, prepared: list[_Prepared], fits: Callable[[str], bool],
                        embed_text: dict[int, str]) -> None:
-        """Write (or recall) each chunk's context; it goes before the chunk in the embedded
-        text and in `lex`, shortened if the two would not fit the embedder's context."""
+        """Write (or recall) each chunk's context; it goes before the chunk (and its section)
+        in the embedded text and in `lex`, shortened if they would not fit the embedder."""
         assert self.ctx is not None
         analysis = self.analysis[t]
         for p in prepared:
             for r in p.rows:
                 before = self.ctx.written
                 ctx = self.ctx.context(p.cand.rel, p.document, r["text"], r["line_start"])
-                while ctx and not fits(with_context(ctx, r["text"])):
+                while ctx and not fits(with_context(ctx, embed_text[id(r)])):
                     ctx = ctx[: len(ctx) // 2].rsplit(" ", 1)[0]
-                embed_text[id(r)] = with_context(ctx, r["text"])
+                embed_text[id(r)] = with_context(ctx, embed_text[id(r)])
                 r["lex"] = analysis.document(embed_text[id(r)])
                 if self.ctx.written != before and self.ctx.written % 25 == 0:
                     self.ctx.save()  # an interrupted run keeps what the model has written
@@ -526,6 +535,15 @@ class _Run:
             self.report.chunks_removed += len(old.chunks)
             return {old.kind}
         return set()
+
+
+def _with_section(section: str, text: str, fits: Callable[[str], bool]) -> str:
+    """The text the embedder reads for a chunk: its section first, cut to its innermost title
+    or left out when the chunk is too close to the embedder's limit to take it whole."""
+    for head in (section, section.rsplit(SECTION_SEP, 1)[-1]):
+        if head and fits(with_context(head, text)):
+            return with_context(head, text)
+    return text
 
 
 def index_folder(

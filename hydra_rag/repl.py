@@ -30,7 +30,7 @@ def render_sources(result: TurnResult) -> list[str]:
     lines = ["sources:"]
     for s in result.sources:
         where = f"{s.store}:{s.label}" if multi else s.label
-        lines.append(f"  [{s.n}] {where}")
+        lines.append(f"  [{s.n}] {where}" + (f"  § {s.section}" if s.section else ""))
     return lines
 
 

@@ -70,6 +70,7 @@ class Hit:
     id: str = ""
     similarity: float | None = None  # cosine similarity to the query, when a vector list had it
     rerank: float | None = None  # the reranker's score, when it read this chunk
+    section: str = ""  # the headings the chunk stands under ("Guide › Install")
 
 
 def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
@@ -134,7 +135,8 @@ def find_index_root(start: Path) -> Path:
     )
 
 
-_COLUMNS = ["id", "path", "kind", "line_start", "line_end", "text"]
+_COLUMNS = ["id", "path", "kind", "line_start", "line_end", "text", "section"]
+_OLD_COLUMNS = _COLUMNS[:-1]  # a table written before format 3 has no `section`
 
 
 @dataclass
@@ -263,6 +265,7 @@ class Searcher:
         # Open async tables, reopened when files.json changes (another process re-indexed).
         self._tables: dict[str, tuple[int, Any]] = {}
         self._analysis: dict[str, Analysis | None] = {}  # None: a format-1 index, raw queries
+        self._columns: dict[str, list[str]] = {}  # the row columns each table has
         self._cache: dict[str, _Cached | None] = {}  # None: not worth caching at this stamp
         self._cache_stamps: dict[str, int] = {}
         self._reserved = 0  # bytes of tables being loaded right now
@@ -335,9 +338,11 @@ class Searcher:
             self._analysis[key] = Analysis(str(lexical["language"])) if lexical else None
             db = await lancedb.connect_async(str(store.dir / "lance"))
             tbl = await db.open_table(t)
+            names = (await tbl.schema()).names
         except Exception as exc:  # LanceDB raises several types for a damaged table
             raise IndexError_(f"table {t!r} in {store.dir} cannot be opened ({exc}); "
                               f"run `hydra-rag index {store.root} --full`") from None
+        self._columns[key] = _COLUMNS if "section" in names else _OLD_COLUMNS
         self._tables[key] = (stamp, tbl)
         return tbl
 
@@ -357,7 +362,7 @@ class Searcher:
             return None
         self._reserved += estimate
         try:
-            data = await tbl.query().with_row_id().select([*_COLUMNS, "vector"]).to_arrow()
+            data = await tbl.query().with_row_id().select([*self._columns[key], "vector"]).to_arrow()
         finally:
             self._reserved -= estimate
         vec = data.column("vector").combine_chunks()
@@ -380,6 +385,7 @@ class Searcher:
         tbl = await self._table(store, t, stamp)
         cached = await self._cached(key, tbl, stamp)
         analysis = self._analysis.get(key)
+        columns = self._columns[key]
 
         async def fts(q: str) -> Any:
             # The query analysed like this table's text (identifier parts, prefix stems).
@@ -390,7 +396,7 @@ class Searcher:
             query = query.limit(candidates)
             # Reading no column at all (row ids only) saves a third of a small query's time.
             query = query.with_row_id().select(["_score"]) if cached else query.select(
-                [*_COLUMNS, "_score"])
+                [*columns, "_score"])
             try:
                 found = await query.to_arrow()
             except Exception:  # a query the FTS parser rejects still gets vector results
@@ -399,14 +405,15 @@ class Searcher:
 
         fts_jobs = [asyncio.ensure_future(fts(q)) for q in queries] if use_bm25 else []
         try:
-            return await self._vectors_then(tbl, cached, fts_jobs, vectors, queries, candidates)
+            return await self._vectors_then(tbl, cached, fts_jobs, vectors, queries, candidates,
+                                            columns)
         finally:
             for job in fts_jobs:  # after a failure, nothing is left pending
                 job.cancel()
 
     async def _vectors_then(self, tbl: Any, cached: _Cached | None, fts_jobs: list[Any],
-                            vectors: Any, queries: list[str],
-                            candidates: int) -> list[tuple[Any, Any]]:
+                            vectors: Any, queries: list[str], candidates: int,
+                            columns: list[str]) -> list[tuple[Any, Any]]:
         matrix = await vectors  # embedded meanwhile, in a thread (None: no vector search)
         vec: list[_Found | None]
         if matrix is None:
@@ -416,7 +423,7 @@ class Searcher:
         else:
             vec = [_Found.from_lance(found, "_distance") for found in await asyncio.gather(*[
                 tbl.query().nearest_to(matrix[i]).column("vector").distance_type("dot")
-                .limit(candidates).select([*_COLUMNS, "_distance"]).to_arrow()
+                .limit(candidates).select([*columns, "_distance"]).to_arrow()
                 for i in range(len(queries))
             ])]
         bm25 = await asyncio.gather(*fts_jobs) if fts_jobs else [None] * len(queries)
@@ -528,7 +535,7 @@ class Searcher:
             r = found.row(key)
             hits.append(Hit(r["store"], r["path"], r["kind"], int(r["line_start"]),
                             int(r["line_end"]), r["text"], score, ranks, r["id"],
-                            found.similarity.get(key)))
+                            found.similarity.get(key), section=r.get("section") or ""))
         if top:
             # A follow-up is judged together with the question before it, as it was searched.
             hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)

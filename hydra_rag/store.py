@@ -21,7 +21,8 @@ from hydra_rag.paths import INDEX_DIR
 
 # 2: a `lex` column (the analysed text, see lexical.py) carries the full-text index; a
 # format-1 index is migrated in place (re-analysed, never re-embedded).
-FORMAT_VERSION = 2
+# 3: a `section` column (the headings a chunk stands under, see chunk.py).
+FORMAT_VERSION = 3
 TABLES = ("code", "prose")
 FTS_COLUMN = "lex"
 FTS_INDEX = "lex_idx"
@@ -191,6 +192,7 @@ class Store:
                 pa.field("line_end", pa.int32()),
                 pa.field("hash", pa.string()),
                 pa.field("text", pa.string()),
+                pa.field("section", pa.string()),
                 pa.field(FTS_COLUMN, pa.string()),
                 pa.field("vector", pa.list_(pa.float32(), dims)),
             ],
@@ -198,20 +200,28 @@ class Store:
         )
 
     def reanalyse(self, name: str, analyse: Any, fts_options: dict[str, Any]) -> int:
-        """Rewrite table `name` with its `lex` column recomputed by `analyse(text, path)` and a new
-        FTS index — vectors are kept, nothing is re-embedded. One overwrite commit: a crash
-        leaves either the old table or the new one. Returns the number of rows."""
+        """Rewrite table `name` with its `lex` column recomputed by `analyse(text, path,
+        section)` and a new FTS index — vectors are kept, nothing is re-embedded. One overwrite
+        commit: a crash leaves either the old table or the new one. Returns the number of rows."""
         import pyarrow as pa
 
         recorded = self.table_embedder(name)
         if recorded is None:
             raise IndexError_(f"table {name!r} in {self.dir} does not say which embedder built it")
+        tbl = self.table(name)
+        assert tbl is not None
+        has_section = "section" in tbl.schema.names  # not in a format-1 table
         data = self.scan(name, ["id", "path", "kind", "line_start", "line_end", "hash", "text",
-                                "vector"])
-        lex = pa.array([analyse(t, path) for t, path in zip(data.column("text").to_pylist(),
-                                                            data.column("path").to_pylist(),
-                                                            strict=True)], pa.string())
-        data = data.add_column(data.schema.get_field_index("vector"), FTS_COLUMN, lex)
+                                *(["section"] if has_section else []), "vector"])
+        at = data.schema.get_field_index("vector")
+        if not has_section:
+            data = data.add_column(at, "section", pa.array([""] * data.num_rows, pa.string()))
+            at += 1
+        lex = pa.array([analyse(*row) for row in zip(data.column("text").to_pylist(),
+                                                     data.column("path").to_pylist(),
+                                                     data.column("section").to_pylist(),
+                                                     strict=True)], pa.string())
+        data = data.add_column(at, FTS_COLUMN, lex)
         schema = self.schema(*recorded)
         self.create_table(name, recorded[0], recorded[1], fts_options, data.cast(schema))
         return data.num_rows

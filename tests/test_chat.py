@@ -102,7 +102,7 @@ def test_ask_json(indexed: Path) -> None:
     assert set(out) >= {"answer", "sources", "citations", "retrieval", "usage"}
     assert isinstance(out["answer"], str)  # SmolLM2 may answer nothing; the shape is tested
     assert out["sources"][0] == {"n": 1, "store": str(indexed), "path": "docs/gardening.md",
-                                 "line_start": 1, "line_end": 4}
+                                 "line_start": 1, "line_end": 4, "section": ""}
     assert set(out["citations"]) == {"cited", "invalid", "quotes_not_found", "uncited"}
     assert out["retrieval"]["query"] == "What must tomato plants get every day?"
     assert out["retrieval"]["hits"][0]["path"] == "docs/gardening.md"

@@ -116,3 +116,115 @@ def test_random_texts_keep_invariants(seed: int) -> None:
     chunks = chunk_text(text)
     _check_ranges(text, chunks)
     assert all(len(c.text) <= max(TARGET, HARD) for c in chunks)
+
+
+# -- documents with headings ----------------------------------------------------------------
+
+def _para(words: int, seed: str) -> str:
+    """A wrapped paragraph of about 7·words characters."""
+    line, out = [], []
+    for i in range(words):
+        line.append(f"{seed}{i}")
+        if len(line) == 12:
+            out.append(" ".join(line))
+            line = []
+    return "\n".join(out + ([" ".join(line)] if line else [])) + "\n"
+
+
+def test_markdown_outline_reads_atx_setext_and_skips_code_and_front_matter() -> None:
+    from hydra_rag.chunk import outline
+
+    text = (
+        "---\ntitle: front matter\n---\n"  # 1-3: the closing rule is no setext heading
+        "Guide\n=====\n\n"  # 4-5: setext level 1
+        "# Install #\n\n"  # 7: ATX with a closing sequence
+        "```sh\n# not a heading\n```\n\n"  # 9-11: fenced code
+        "- a list item\n---\n\n"  # 13-14: a rule after a list item, no heading
+        "Usage\n-----\n"  # 16-17: setext level 2
+        "    # indented code\n"  # 18
+        "#hashtag\n"  # 19: no space after the marks
+    )
+    heads = outline(text.splitlines(keepends=True), "md")
+    assert heads == {4: (1, "Guide", 2), 7: (1, "Install", 1), 16: (2, "Usage", 2)}
+
+
+def test_rst_adoc_and_org_outlines() -> None:
+    from hydra_rag.chunk import outline
+
+    rst = "=====\nTitle\n=====\n\nIntro.\n\nFirst\n-----\n\nText.\n\nSub\n~~~\n\nSecond\n------\n"
+    assert outline(rst.splitlines(), "rst") == {
+        1: (1, "Title", 3), 7: (2, "First", 2), 12: (3, "Sub", 2), 15: (2, "Second", 2)}
+    adoc = "= Doc\n\n== Part\n\n----\n== not a heading\n----\n\n=== Detail\n"
+    assert outline(adoc.splitlines(), "adoc") == {1: (1, "Doc", 1), 3: (2, "Part", 1),
+                                                  9: (3, "Detail", 1)}
+    assert outline("* Top\ntext\n** Inner\n*bold* text\n".splitlines(), "org") == {
+        1: (1, "Top", 1), 3: (2, "Inner", 1)}
+    assert outline(["# comment in a script\n"], None) == {}
+
+
+def _report() -> str:
+    parts = ["# Annual report\n\n"]
+    for s in range(1, 5):
+        parts.append(f"## Section {s}\n\n")
+        for p in range(1, 3):
+            parts.append(f"### Part {s}.{p}\n\n{_para(150, f'w{s}{p}x')}\n")
+    return "".join(parts)
+
+
+def test_chunks_follow_headings_and_know_their_section() -> None:
+    from hydra_rag.chunk import markup_of
+
+    text = _report()
+    lines = _lines(text)
+    chunks = chunk_text(text, markup=markup_of("docs/report.md"))
+    _check_ranges(text, chunks)
+    heading = {i + 1 for i, line in enumerate(lines) if line.startswith("#")}
+    for ch in chunks:
+        body = [n for n in range(ch.line_start, ch.line_end + 1) if lines[n - 1].strip()]
+        assert body[-1] not in heading, f"chunk {ch.line_start}-{ch.line_end} ends on a heading"
+        first = lines[body[0] - 1]
+        if first.startswith("### Part"):
+            part = first.split()[-1]
+            assert ch.section == f"Annual report › Section {part.split('.')[0]}"
+        elif not first.startswith("#"):
+            # mid-section: the whole path down to the innermost heading above
+            above = [lines[n - 1] for n in sorted(heading) if n < body[0]]
+            assert ch.section.endswith("› " + above[-1].lstrip("# ").strip())
+            assert ch.section.startswith("Annual report › Section ")
+    # Every part starts a chunk of its own, without the end of the part before as overlap.
+    starts = {lines[ch.line_start - 1] for ch in chunks}
+    for s in range(1, 5):
+        assert f"### Part {s}.2\n" in starts
+    # Without markup the same text is chunked as before: no sections.
+    assert all(ch.section == "" for ch in chunk_text(text))
+
+
+def test_a_heading_is_never_left_alone_at_a_chunk_end() -> None:
+    # A heading followed by a line too long for the rest of the chunk.
+    text = "# Title\n\n" + "intro " * 150 + "\n\n## Long one\n\n" + "x" * 1400 + "\n"
+    chunks = chunk_text(text, markup="md")
+    _check_ranges(text, chunks)
+    assert [c.text.split("\n", 1)[0] for c in chunks] == ["# Title", "## Long one"]
+    assert [c.section for c in chunks] == ["", "Title"]
+    # A heading alone with no room: it goes with its content even past the target.
+    text = "## Only\n\n" + "y" * 1600 + "\n"
+    (chunk,) = chunk_text(text, markup="md")
+    assert chunk.text.startswith("## Only") and chunk.text.rstrip().endswith("y")
+
+
+def test_long_section_paths_are_cut() -> None:
+    from hydra_rag.chunk import SECTION_SEP
+
+    text = "".join(f"{'#' * (i + 1)} {'T' * 150}{i}\n\nbody {i}\n\n" for i in range(6))
+    chunks = chunk_text(text, markup="md", target=30, overlap=0)
+    deepest = chunks[-1].section
+    assert len(deepest) <= 300 and "…" in deepest
+    assert deepest.split(SECTION_SEP)[0].startswith("T" * 90)
+
+
+def test_a_heading_with_text_too_long_for_the_embedder_is_split() -> None:
+    text = "# Title\n\n" + "word " * 700 + "\n"
+    chunks = chunk_text(text, markup="md", fits=lambda s: len(s) <= 1200)
+    _check_ranges(text, chunks)
+    assert all(len(c.text) <= 1200 for c in chunks) and len(chunks) >= 3
+    assert all(c.section == "Title" for c in chunks if not c.text.startswith("# Title"))

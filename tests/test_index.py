@@ -198,3 +198,50 @@ def test_interrupted_rows_without_files_json_are_orphans(home: Path, corpus: Pat
     assert any("1 orphan and 1 duplicate" in r for r in rep.repaired)
     assert all(c.status == "ok" for c in check_index(corpus))
     assert rep.chunks_total["prose"] == 3
+
+
+def _handbook(heading: str) -> str:
+    intro = "".join(f"Welcome paragraph {i}: the office opens at nine and closes at five.\n"
+                    for i in range(20))
+    body = "".join(f"Rule {i}: keep every receipt and file it within thirty days of travel.\n"
+                   for i in range(60))
+    return f"# Staff handbook\n\n{intro}\n## {heading}\n\n{body}"
+
+
+def test_sections_reach_the_embedder_and_the_full_text_index(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "h", {"handbook.md": _handbook("Expense claims")})
+    first = index_folder(root, load_settings())
+    assert first.chunks_added >= 4
+    settings = load_settings()
+    # The words of the heading are in no chunk's text but the first of its section, yet
+    # full-text search finds the later ones too: their section is indexed with them.
+    hits = Searcher(root, settings).search("expense claims", 10, methods=("bm25",))
+    deep = [h for h in hits if "Expense claims" not in h.text]
+    assert deep and all(h.section == "Staff handbook › Expense claims" for h in deep)
+    assert {h.section for h in Searcher(root, settings).search("office opens", 3)} >= {""}
+    # Renaming the heading changes what those chunks are embedded with: they are embedded
+    # again, while the chunks above the heading keep their vectors.
+    (root / "handbook.md").write_text(_handbook("Travel refunds"))
+    second = index_folder(root, load_settings())
+    assert 0 < second.chunks_reused < first.chunks_added
+    hits = Searcher(root, settings).search("travel refunds", 10, methods=("bm25",))
+    assert any(h.section == "Staff handbook › Travel refunds" and "Travel refunds" not in h.text
+               for h in hits)
+
+
+def test_an_index_from_before_sections_is_searched_then_rebuilt(home: Path, corpus: Path) -> None:
+    index_folder(corpus, load_settings())
+    store = Store(corpus)
+    # Make it look like a format-2 index: no `section` column, older versions in meta.yaml.
+    for t in ("code", "prose"):
+        tbl = store.table(t)
+        data = tbl.to_arrow().drop_columns(["section"])
+        store.db.create_table(t, data=data, mode="overwrite")
+    meta = yaml.safe_load((corpus / ".hydra-index/meta.yaml").read_text())
+    meta.update(format_version=2, chunker_version=1)
+    (corpus / ".hydra-index/meta.yaml").write_text(yaml.safe_dump(meta))
+    hits = _search(corpus, "X-Api-Key")
+    assert hits[0].path == "src/auth.py" and hits[0].section == ""
+    rep = index_folder(corpus, load_settings())
+    assert rep.rebuilt and "3" in rep.rebuild_reason and rep.files_indexed == 5
+    assert _search(corpus, "X-Api-Key")[0].path == "src/auth.py"

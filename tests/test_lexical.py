@@ -19,6 +19,7 @@ from hydra_rag.lexical import (
     prefix_stems,
     split_identifier,
 )
+from hydra_rag.store import FORMAT_VERSION
 
 
 def test_split_identifier() -> None:
@@ -168,7 +169,7 @@ def test_language_flag_and_migration_never_reembed(isolated_home: Path, tmp_path
     report = json.loads(proc.stdout)
     assert report["chunks_added"] == 0 and not report["rebuilt"]
     assert len(report["notes"]) == 2 and "no chunk was re-embedded" in report["notes"][0]
-    assert yaml.safe_load((idx / "meta.yaml").read_text())["format_version"] == 2
+    assert yaml.safe_load((idx / "meta.yaml").read_text())["format_version"] == FORMAT_VERSION
     assert _bm25(root, "user name")[0] == "users.py"
 
     proc = run_cli("index", str(root), "--language", "cs", "--json")
