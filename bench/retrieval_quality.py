@@ -2,6 +2,11 @@
 (one file per document), indexed with the real CLI, then searched dense-only, BM25-only and
 hybrid in the same run; file-level nDCG@10, Recall@10 and MRR@10.
 
+Sets: `scifact`, `cosqa` (../shared/data); `reports` (SciFact abstracts as sections of long
+Markdown reports; passage-level: a hit counts for the abstracts its lines overlap); `man-de`,
+`man-fr`, `man-ru`… (known-item search in this machine's translated manual pages, see
+manpages.py).
+
     python bench/retrieval_quality.py [--sets scifact,cosqa] [--queries N] [--docs N]
                                       [--contextualize] [--rerank N] [--rerank-top 20]
                                       [--embedder ID]
@@ -32,12 +37,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import manpages
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent.parent / "shared" / "data"
 WORK = HERE / ".work" / "quality"
 # name → (data folder, judgements file, file suffix: Markdown for prose, .py for code)
-SETS = {"scifact": ("scifact", "qrels/train.tsv", ".md"), "cosqa": ("cosqa", "qrels/dev.tsv", ".py"),
-        "reports": ("scifact", "qrels/train.tsv", ".md")}
+SETS = {"scifact": (DATA / "scifact", "qrels/train.tsv", ".md"),
+        "cosqa": (DATA / "cosqa", "qrels/dev.tsv", ".py"),
+        "reports": (DATA / "scifact", "qrels/train.tsv", ".md")}
+# man-de, man-fr, man-ru…: this machine's translated manual pages (see manpages.py)
+for _lang in ("de", "fr", "ru", "es", "pl", "cs"):
+    SETS[f"man-{_lang}"] = (manpages.OUT / f"man-{_lang}", "qrels/test.tsv", ".md")
 # "reports": long reports made of SciFact abstracts, REPORT_SIZE to a file, each under its
 # own "## title" with its text wrapped at WRAP columns; a hit counts for the abstracts its
 # line range overlaps, so the unit is the passage, not the file.
@@ -51,12 +62,14 @@ MODES = {"dense": (("vector",), "score"), "bm25": (("bm25",), "score"),
 def load(name: str, n_queries: int) -> tuple[list[dict[str, str]], dict[str, dict[str, float]]]:
     qrels: dict[str, dict[str, float]] = {}
     data, judged, _ = SETS[name]
-    lines = (DATA / data / judged).read_text().splitlines()[1:]
+    if name.startswith("man-") and not (data / judged).exists():
+        manpages.build(name.removeprefix("man-"))
+    lines = (data / judged).read_text().splitlines()[1:]
     for line in lines:
         qid, doc, grade = line.split("\t")
         qrels.setdefault(qid, {})[doc] = float(grade)
     queries = []
-    with (DATA / data / "queries.jsonl").open() as f:
+    with (data / "queries.jsonl").open() as f:
         for line in f:
             q = json.loads(line)
             if q["_id"] in qrels:
@@ -66,7 +79,7 @@ def load(name: str, n_queries: int) -> tuple[list[dict[str, str]], dict[str, dic
 
 def _documents(name: str, keep: set[str] | None, n_docs: int) -> list[dict[str, str]]:
     docs: list[dict[str, str]] = []
-    with (DATA / SETS[name][0] / "corpus.jsonl").open() as f:
+    with (SETS[name][0] / "corpus.jsonl").open() as f:
         for line in f:
             d = json.loads(line)
             if keep is not None and d["_id"] not in keep and len(docs) >= n_docs:
@@ -96,7 +109,7 @@ def write_corpus(name: str, keep: set[str] | None, n_docs: int) -> tuple[Path, L
     docs = _documents(name, keep, n_docs)
     if name != "reports":
         for d in docs:
-            text = d["text"] if suffix == ".py" else f"# {d['title']}\n\n{d['text']}\n"
+            text = d["text"] if suffix == ".py" or not d["title"] else f"# {d['title']}\n\n{d['text']}\n"
             _write(folder / f"{d['_id']}{suffix}", text if text.endswith("\n") else text + "\n")
         return folder, lambda path, first, last: [Path(path).stem]
     # Spread the judged abstracts over the reports (a fixed shuffle), so a report is a mix.

@@ -44,13 +44,15 @@ _TITLE_MAX = 100  # characters of one title in a section
 _SECTION_MAX = 300
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
-# lines that cannot be a setext heading's title: indented code, list items, quotes, tables
-_NOT_TITLE = re.compile(r"(?: {4}|\t| {0,3}(?:[-*+>|]|\d+[.)])(?:[ \t]|$))")
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+# lines that cannot start a paragraph a setext underline makes a heading: indented code, list
+# items, quotes, tables, HTML
+_NOT_TITLE = re.compile(r"(?: {4}|\t| {0,3}(?:[-*+>|]|\d+[.)])(?:[ \t]|$)| {0,3}<)")
+_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")  # any indent: fences in list items are indented
 _ADOC = re.compile(r"(={1,6})[ \t]+(\S.*?)[ \t]*$")
-_ADOC_BLOCK = re.compile(r"(-{4,}|\.{4,}|={4,}|\+{4,}|/{4,}|_{4,})[ \t]*$")
+_ADOC_BLOCK = re.compile(r"(-{4,}|\.{4,}|={4,}|\+{4,}|/{4,}|_{4,}|\*{4,}|--|`{3,}|\|={3,})[ \t]*$")
 _ORG = re.compile(r"(\*+)[ \t]+(\S.*?)[ \t]*$")
 _RST_RULE = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # never let a title carry terminal escapes
 
 
 def markup_of(path: str) -> str | None:
@@ -74,31 +76,37 @@ def outline(lines: list[str], markup: str | None) -> dict[int, tuple[int, str, i
 def _outline_md(lines: list[str]) -> dict[int, tuple[int, str, int]]:
     heads: dict[int, tuple[int, str, int]] = {}
     fence = ""
+    comment = False
     i = 0
     if lines and lines[0].strip() == "---":  # front matter: its closing rule is no heading
         end = next((j for j in range(1, len(lines)) if lines[j].strip() in ("---", "...")), 0)
         i = end + 1
-    prev_text = False  # the line before is paragraph text (a setext heading's title)
+    para = 0  # lines of the current plain paragraph (a setext heading's title is its last)
     while i < len(lines):
         line = lines[i].rstrip("\r\n")
         m = _FENCE.match(line)
         if fence:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+                    and not line[m.end():].strip():
                 fence = ""
-            i += 1
-            continue
-        if m:
-            fence, prev_text = m.group(1), False
-            i += 1
-            continue
-        if (a := _ATX.match(line)) and (a.group(2) or "").strip():
+        elif comment:
+            comment = "-->" not in line
+        elif m:
+            fence, para = m.group(1), 0
+        elif line.lstrip().startswith("<!--"):
+            comment, para = "-->" not in line, 0
+        elif (a := _ATX.match(line)) and (a.group(2) or "").strip():
             heads[i + 1] = (len(a.group(1)), a.group(2).strip(), 1)
-            prev_text = False
-        elif prev_text and (s := _SETEXT.match(line)):
-            heads[i] = (1 if s.group(1)[0] == "=" else 2, lines[i - 1].strip(), 2)
-            prev_text = False
+            para = 0
+        elif para == 1 and (u := _SETEXT.match(line)):
+            heads[i] = (1 if u.group(1)[0] == "=" else 2, lines[i - 1].strip(), 2)
+            para = 0
+        elif not line.strip():
+            para = 0
+        elif para:
+            para = -1  # a paragraph of several lines: no heading (titles are one line here)
         else:
-            prev_text = bool(line.strip()) and not _NOT_TITLE.match(line)
+            para = -1 if _NOT_TITLE.match(line) else 1
         i += 1
     return heads
 
@@ -114,9 +122,11 @@ def _outline_rst(lines: list[str]) -> dict[int, tuple[int, str, int]]:
         title, under_at = (lines[i + 1], i + 2) if over else (lines[i], i + 1)
         title = title.strip()
         under = _RST_RULE.match(lines[under_at].rstrip("\r\n")) if under_at < len(lines) else None
+        before = lines[i - 1].strip() if i > 0 else ""
         if (title and under and not _RST_RULE.match(title) and not lines[under_at - 1][:1].isspace()
-                and len(under.group(0).rstrip()) >= len(title)
-                and (not over or over.group(1) == under.group(1))):
+                and len(under.group(0).rstrip()) >= min(len(title), 4)
+                and (not over or over.group(1) == under.group(1))
+                and (over or not before)):  # a title is a paragraph of its own
             style = (under.group(1), bool(over))
             if style not in styles:
                 styles.append(style)
@@ -144,6 +154,7 @@ def _outline_prefixed(lines: list[str], head: re.Pattern[str],
 
 
 def _short(title: str) -> str:
+    title = _CONTROL.sub("", title)
     return title if len(title) <= _TITLE_MAX else title[: _TITLE_MAX - 1].rstrip() + "…"
 
 
@@ -226,13 +237,14 @@ def _is_head(unit: _Unit, lines: frozenset[int]) -> bool:
     return unit.whole and unit.line in lines
 
 
-def _break_score(units: list[_Unit], i: int, ol: _Outline) -> int:
-    """How good a place it is to end a chunk after unit i (below 0: never)."""
+def _break_score(units: list[_Unit], start: int, i: int, ol: _Outline) -> int:
+    """How good a place it is to end a chunk (begun at unit `start`) after unit i (below 0:
+    never)."""
     cur = units[i].text
     nxt = units[i + 1] if i + 1 < len(units) else None
     if ol.lines:
         j = i
-        while j > 0 and not units[j].text.strip():
+        while j > start and not units[j].text.strip():
             j -= 1
         if _is_head(units[j], ol.lines):
             return -1  # on a heading, or the blank lines after one
@@ -248,17 +260,20 @@ def _break_score(units: list[_Unit], i: int, ol: _Outline) -> int:
 
 
 def _off_heading(units: list[_Unit], start: int, end: int, ol: _Outline) -> int:
-    """A chunk that would end on a heading ends before it instead, or, if the heading is all it
-    holds, takes the heading's first content along."""
+    """A chunk that would end on headings ends before them instead, or, if headings are all it
+    holds, takes their first content along."""
     n = len(units)
-    j = end - 1
-    while j > start and not units[j].text.strip():
-        j -= 1
-    if not _is_head(units[j], ol.lines):
+    j = end  # the first unit of the headings (and blank lines) the chunk would end with
+    k = end - 1
+    while k >= start and (not units[k].text.strip() or _is_head(units[k], ol.lines)):
+        if units[k].text.strip():
+            j = k
+        k -= 1
+    if j == end:
         return end
-    while j > start and not _is_head(units[j], ol.starts) and _is_head(units[j - 1], ol.lines):
-        j -= 1
-    if any(units[k].text.strip() for k in range(start, j)):
+    if any(u.text.strip() and not _is_head(u, ol.lines) for u in units[start:j]):
+        while j > start and not _is_head(units[j], ol.starts) and _is_head(units[j - 1], ol.lines):
+            j -= 1  # the heading's first line (a setext or reST heading spans two or three)
         return j
     while end < n and (not units[end].text.strip() or _is_head(units[end], ol.lines)):
         end += 1
@@ -282,7 +297,7 @@ def _split(units: list[_Unit], target: int, overlap: int, ol: _Outline) -> list[
                 acc += len(units[i].text)
                 if acc < target * _MIN_FILL:
                     continue
-                score = _break_score(units, i, ol)
+                score = _break_score(units, start, i, ol)
                 if score >= best_score:
                     best, best_score = i, score
             if best_score > 0:
@@ -295,12 +310,13 @@ def _split(units: list[_Unit], target: int, overlap: int, ol: _Outline) -> list[
         if _is_head(units[end], ol.starts) and units[end].line != units[end - 1].line:
             start = end  # a section starts: no overlap with the one before
             continue
-        # Overlap: step back over whole units worth at most `overlap` characters.
+        # Overlap: step back over whole units worth at most `overlap` characters, unless the
+        # next unit would not fit after them (the next chunk would end where this one did).
         back, acc = end, 0
         while back - 1 > start and acc + len(units[back - 1].text) <= overlap:
             back -= 1
             acc += len(units[back].text)
-        start = back if back > start else end
+        start = back if back > start and acc + len(units[end].text) <= target else end
     return groups
 
 

@@ -73,7 +73,8 @@ def check_citations(answer: str, sources: Sequence[Source]) -> CitationReport:
             targets = [by_n[n] for n in cites if n in by_n]
             if not quote.strip():
                 rep.quotes_not_found.append("")
-            elif not targets or not any(_norm(quote) in _norm(t.text) for t in targets):
+            elif not targets or not any(_norm(quote) in _norm(f"{t.section}\n{t.text}")
+                                        for t in targets):  # the model was shown both
                 rep.quotes_not_found.append(quote.strip())
         words = re.findall(r"\w+", _CITE.sub("", sentence))
         if not cites and len(words) >= 4 and not _DONT_KNOW.search(sentence):

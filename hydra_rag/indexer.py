@@ -206,7 +206,9 @@ class _Run:
                 recorded = {t: store.table_embedder(t) for t in store.table_names()}
                 if all(v is not None for v in recorded.values()):
                     meta = new_meta({t: v for t, v in recorded.items() if v is not None})
-                    meta["chunker_version"] = CHUNKER_VERSION
+                    # Tables without sections were chunked by an older chunker.
+                    sections = all(store.has_column(t, "section") for t in recorded)
+                    meta["chunker_version"] = CHUNKER_VERSION if sections else 1
                     self.report.repaired.append(f"{exc}; rebuilt it from the tables")
                 else:
                     reason = f"{exc} and the tables do not say which embedder built them"
@@ -428,10 +430,15 @@ class _Run:
         fits = self.clients[self.embedders[kind].id].fits
         analyse = self.analysis[kind].document
         rows, inputs = [], []
+        ids: set[str] = set()
         for ch in chunk_text(text, fits=fits, markup=markup_of(cand.rel)):
             embedded = _with_section(ch.section, ch.text, fits)
+            cid = chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, ch.section)
+            while cid in ids:  # equal pieces cut from one long line
+                cid = text_hash(cid)
+            ids.add(cid)
             rows.append({
-                "id": chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, ch.section),
+                "id": cid,
                 "path": cand.rel, "kind": kind,
                 "line_start": ch.line_start, "line_end": ch.line_end,
                 "hash": text_hash(embedded), "text": ch.text, "section": ch.section,
@@ -516,7 +523,8 @@ class _Run:
                 while ctx and not fits(with_context(ctx, embed_text[id(r)])):
                     ctx = ctx[: len(ctx) // 2].rsplit(" ", 1)[0]
                 embed_text[id(r)] = with_context(ctx, embed_text[id(r)])
-                r["lex"] = analysis.document(embed_text[id(r)])
+                # `lex` as reanalyse makes it: the whole section, even if the embedder got less
+                r["lex"] = analysis.document(with_context(ctx, with_context(r["section"], r["text"])))
                 if self.ctx.written != before and self.ctx.written % 25 == 0:
                     self.ctx.save()  # an interrupted run keeps what the model has written
                     self.progress(Progress("context", message=f"contextualized {self.ctx.written} "

@@ -93,6 +93,8 @@ def rerank(client: RerankClient, query: str, hits: Sequence[Hit], top: int) -> l
     """The first `top` hits reordered by the reranker (each carrying its score in `rerank`),
     the rest after them in their fused order."""
     head, tail = list(hits[:top]), list(hits[top:])
-    scores = client.scores(query, [h.text for h in head])
+    # The reranker reads what the embedder read: the chunk under its section.
+    scores = client.scores(query, [f"{h.section}\n\n{h.text}" if h.section else h.text
+                                   for h in head])
     order = sorted(range(len(head)), key=lambda i: -scores[i])  # stable: ties keep fused order
     return [replace(head[i], rerank=scores[i]) for i in order] + tail

@@ -208,9 +208,7 @@ class Store:
         recorded = self.table_embedder(name)
         if recorded is None:
             raise IndexError_(f"table {name!r} in {self.dir} does not say which embedder built it")
-        tbl = self.table(name)
-        assert tbl is not None
-        has_section = "section" in tbl.schema.names  # not in a format-1 table
+        has_section = self.has_column(name, "section")  # not in a format-1 table
         data = self.scan(name, ["id", "path", "kind", "line_start", "line_end", "hash", "text",
                                 *(["section"] if has_section else []), "vector"])
         at = data.schema.get_field_index("vector")
@@ -287,6 +285,10 @@ class Store:
         if tbl is None:
             return Counter()
         return Counter(self.scan(name, ["id"]).column("id").to_pylist())
+
+    def has_column(self, name: str, column: str) -> bool:
+        tbl = self.table(name)
+        return tbl is not None and column in tbl.schema.names
 
     def scan(self, name: str, columns: list[str]) -> Any:
         """Some columns of every row, as an Arrow table."""

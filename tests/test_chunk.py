@@ -228,3 +228,40 @@ def test_a_heading_with_text_too_long_for_the_embedder_is_split() -> None:
     _check_ranges(text, chunks)
     assert all(len(c.text) <= 1200 for c in chunks) and len(chunks) >= 3
     assert all(c.section == "Title" for c in chunks if not c.text.startswith("# Title"))
+
+
+def test_heading_edge_cases_found_in_review() -> None:
+    import time
+
+    from hydra_rag.chunk import outline
+
+    # A long run of blank lines is linear, not quadratic (this took 100 s).
+    t0 = time.perf_counter()
+    chunk_text("# Notes\n\nSome text.\n" + "   \n" * 50_000 + "end\n", markup="md")
+    assert time.perf_counter() - t0 < 5
+    # A chain of headings is not left alone at a chunk's end either.
+    chunks = chunk_text("# Guide\n\n## Install\n\n" + "apt get install thing " * 68, markup="md")
+    assert chunks[0].text.startswith("# Guide\n\n## Install\n\napt get")
+    # A fence indented in a list item and closed with less indent still closes.
+    md = ("1. Build it:\n\n    ```bash\n    make\n   ```\n\n## Configure\n\nSet the path.\n\n"
+          "```bash\n# install deps\n```\n")
+    assert outline(md.splitlines(), "md") == {7: (2, "Configure", 1)}
+    for md in ("1. one\n   two\n---", "- item\ncontinued\n---", "<!--\n# x\n-->", "<div>\ntext\n---",
+               "one line\nof a paragraph\n---"):
+        assert outline(md.splitlines(), "md") == {}, md
+    # reST: a short underline still makes a title; a paragraph's last line is no title.
+    assert outline(["Installation Guide", "=========="], "rst") == {1: (1, "Installation Guide", 2)}
+    assert outline(["Para one", "line two", "--------"], "rst") == {}
+    # AsciiDoc: no headings inside source, table or sidebar blocks.
+    adoc = "= T\n\n```\n== x\n```\n|===\n== y\n|===\n****\n== z\n****\n"
+    assert outline(adoc.splitlines(), "adoc") == {1: (1, "T", 1)}
+    # A title cannot carry terminal escape sequences into the section.
+    chunks = chunk_text("# T\x1b]0;pwned\x07\n\n" + "a\n" * 2000, markup="md")
+    assert chunks[-1].section == "T]0;pwned"
+
+
+def test_overlap_does_not_crawl_before_a_long_line() -> None:
+    text = "".join(f"short line {i}\n" for i in range(10)) + "z" * 1450 + "\n"
+    chunks = chunk_text(text)
+    _check_ranges(text, chunks)
+    assert len(chunks) == 2, [(c.line_start, c.line_end) for c in chunks]

@@ -245,3 +245,12 @@ def test_an_index_from_before_sections_is_searched_then_rebuilt(home: Path, corp
     rep = index_folder(corpus, load_settings())
     assert rep.rebuilt and "3" in rep.rebuild_reason and rep.files_indexed == 5
     assert _search(corpus, "X-Api-Key")[0].path == "src/auth.py"
+
+
+def test_equal_pieces_of_one_long_line_get_distinct_ids(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "d", {"dump.md": "# Dump\n\n" + "same words again " * 1500 + "\n"})
+    rep = index_folder(root, load_settings())
+    entry = json.loads((root / ".hydra-index/files.json").read_text())["files"]["dump.md"]
+    assert rep.chunks_added == len(entry["chunks"]) == len(set(entry["chunks"])) > 3
+    assert _ids(root)["prose"] == sorted(entry["chunks"])
+    assert all(c.status == "ok" for c in check_index(root))

@@ -92,3 +92,12 @@ def test_citation_check(answer: str, cited: list[int], invalid: list[int], quote
     assert rep.uncited == uncited
     assert rep.ok == (not invalid and not quotes and not uncited)
     assert bool(rep.problems()) == (not rep.ok)
+
+
+def test_a_quote_of_the_section_the_model_was_shown_is_found() -> None:
+    src = [Source(1, "/p", "guide.md", 10, 20, "Run make, then make install.\n",
+                  "Guide › Building from source")]
+    rep = check_citations('The section "Building from source" says to run make [1].', src)
+    assert rep.quotes_not_found == []
+    rep = check_citations('It says "Building from binaries" [1].', src)
+    assert rep.quotes_not_found == ["Building from binaries"]
