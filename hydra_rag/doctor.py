@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hydra_rag import sidecar
 from hydra_rag.catalog import load_embedders
+from hydra_rag.chunk import CHUNKER_VERSION
 from hydra_rag.config import load_settings
 from hydra_rag.errors import HydraError
 from hydra_rag.store import TABLES, Store
@@ -123,6 +124,11 @@ def check_index(root: Path) -> list[Check]:
     if store.journal_path.exists():
         out.append(Check("warn", "index", "an index run was interrupted",
                          f"hydra-rag index {root} (repairs it)"))
+    if meta.get("chunker_version") != CHUNKER_VERSION:
+        out.append(Check("warn", "index", f"chunked by chunker version "
+                         f"{meta.get('chunker_version')}, this release has {CHUNKER_VERSION} "
+                         "(chunks that follow headings and know their section); the next index "
+                         "run rebuilds it", f"hydra-rag index {root}"))
     settings = load_settings()
     for t in TABLES:
         want = settings.embedder_for(t)

@@ -242,6 +242,8 @@ def test_an_index_from_before_sections_is_searched_then_rebuilt(home: Path, corp
     (corpus / ".hydra-index/meta.yaml").write_text(yaml.safe_dump(meta))
     hits = _search(corpus, "X-Api-Key")
     assert hits[0].path == "src/auth.py" and hits[0].section == ""
+    (old,) = [c for c in check_index(corpus) if c.status == "warn"]
+    assert "chunker version 1" in old.detail and old.fix == f"hydra-rag index {corpus}"
     rep = index_folder(corpus, load_settings())
     assert rep.rebuilt and "3" in rep.rebuild_reason and rep.files_indexed == 5
     assert _search(corpus, "X-Api-Key")[0].path == "src/auth.py"
