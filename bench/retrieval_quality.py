@@ -134,7 +134,9 @@ def write_corpus(name: str, keep: set[str] | None, n_docs: int) -> tuple[Path, L
 def index(folder: Path, *flags: str) -> dict[str, object]:
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "hydra_rag", "index", str(folder), "--json",
-                           *flags], check=True, capture_output=True, text=True)
+                           *flags], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"hydra-rag index {folder} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     report = json.loads(proc.stdout)
     report["wall_s"] = time.perf_counter() - t0
     return report

