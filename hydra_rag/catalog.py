@@ -459,6 +459,16 @@ def get_embedder(embedder_id: str) -> Embedder:
     return _lookup("embedder", embedder_id, load_embedders())
 
 
+def table_embedder(settings: Any, table: str, language: str | None) -> Embedder:
+    """The embedder of a table: the chosen one, except for prose in a language it does not
+    know, which gets `foreign_embedder` if that one knows the language."""
+    chosen = get_embedder(settings.embedder_for(table))
+    if table != "prose" or not language or chosen.knows(language) or not settings.foreign:
+        return chosen
+    foreign = get_embedder(settings.foreign)
+    return foreign if foreign.knows(language) else chosen
+
+
 def load_rerankers() -> dict[str, Reranker]:
     return load_catalog().rerankers
 

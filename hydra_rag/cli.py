@@ -171,7 +171,9 @@ def index(
             _say(f"skipped {len(paths):6}  {reason}: {', '.join(paths[:5])}"
                  + (" …" if len(paths) > 5 else ""))
         return
-    settings = load_settings(embedder=embedder, context_model=context_model)
+    # An embedder named on the command line is used for every table, whatever the language.
+    settings = load_settings(embedder=embedder, context_model=context_model,
+                             foreign_embedder="off" if embedder else None)
     view = _ProgressView()
     try:
         report = index_folder(path, settings, include, exclude, full, tag, wait, view, repair,
@@ -437,6 +439,8 @@ def rag_setup(
 
     settings = load_settings(embedder=embedder)
     ids = sorted({settings.embedder_for("code"), settings.embedder_for("prose")})
+    if settings.foreign and not embedder:
+        ids = sorted({*ids, settings.foreign})  # so a folder in another language works offline
     wanted = [get_embedder(eid) for eid in ids]
     for emb, path in setup_embedders(wanted, list(load_embedders().values()), _say, force):
         out.print(f"{emb.id}: {path or emb.url}", markup=False, highlight=False)

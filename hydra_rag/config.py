@@ -20,6 +20,8 @@ class Settings:
     embedder: str = "minilm-l6"
     code_embedder: str = ""  # empty: use `embedder`
     prose_embedder: str = ""
+    # The prose embedder for a folder in a language the chosen one does not know ("off": none)
+    foreign_embedder: str = "multilingual-e5-small"
     embedder_url: str = ""  # an OpenAI-compatible /v1/embeddings base URL replacing the sidecar
     sidecar_idle_minutes: float = 15.0
     sidecar_start_timeout: float = 120.0
@@ -39,6 +41,11 @@ class Settings:
         """The embedder id chosen for the `code` or `prose` table."""
         specific = self.code_embedder if table == "code" else self.prose_embedder
         return specific or self.embedder
+
+    @property
+    def foreign(self) -> str:
+        """`foreign_embedder`, or "" when it is off."""
+        return "" if self.foreign_embedder.lower() in ("", "off", "none") else self.foreign_embedder
 
 
 def config_path() -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hydra_rag import registry
-from hydra_rag.catalog import Embedder, get_embedder
+from hydra_rag.catalog import Embedder, get_embedder, table_embedder
 from hydra_rag.chunk import CHUNKER_VERSION, SECTION_SEP, chunk_text, markup_of
 from hydra_rag.classify import classify
 from hydra_rag.config import Settings
@@ -169,6 +169,7 @@ class _Run:
         self.contextualize = contextualize  # True/False: switch; None: keep the folder's choice
         self.ctx: Contextualizer | None = None
         self.language = language  # --language: a code or name, "auto", or None (keep/detect)
+        self.prose_language = "en"  # what the prose is analysed and embedded as (see choose_language)
         self.analysis: dict[str, Analysis] = {}
         self.settings = settings
         self.progress = progress
@@ -258,19 +259,42 @@ class _Run:
             files = self._repair(files)
         return files
 
-    def choose_analysis(self, walked: WalkResult, files: dict[str, FileEntry]) -> None:
-        """The lexical analysis of each table: code is English with identifier splitting;
-        prose takes --language, else the language recorded for the folder, else (first
-        build, or an empty prose table) the language detected on a sample of its files."""
-        stored = (self.meta.get("lexical") or {}).get("prose") or {}
-        has_prose = any(e.kind == "prose" and e.chunks for e in files.values())
+    def choose_language(self, walked: WalkResult, full: bool) -> None:
+        """The prose language: --language, else the one recorded for the folder, else (first
+        build, --full, or an empty prose table) the one detected on a sample of its files. It
+        picks the prose table's lexical analysis and, for a language the chosen embedder does
+        not know, its embedder (`foreign_embedder`). Runs before the index state is loaded,
+        because the embedders decide whether the index must be rebuilt."""
+        meta: dict[str, Any] = {}
+        has_prose = False
+        if not full:
+            try:
+                meta = self.store.read_meta()
+                files = self.store.read_files()
+                has_prose = any(e.kind == "prose" and e.chunks for e in files.values())
+            except HydraError:
+                pass  # load_state reports and repairs it
+        stored = ((meta.get("lexical") or {}).get("prose") or {}).get("language")
         if self.language and self.language != "auto":
             lang = parse_language(self.language)
-        elif self.language != "auto" and stored.get("language") and has_prose:
-            lang = str(stored["language"])
+        elif self.language != "auto" and stored and has_prose:
+            lang = str(stored)
         else:
             lang = detect_language(self._prose_samples(walked))
-        self.analysis = {"code": Analysis("en"), "prose": Analysis(lang)}
+        self.prose_language = lang
+        chosen = self.embedders["prose"]
+        emb = table_embedder(self.settings, "prose", lang)
+        was = ((meta.get("tables") or {}).get("prose") or {}).get("embedder")
+        if emb.id != chosen.id and was != emb.id:
+            self.report.notes.append(
+                f"the prose is in {lang}, which {chosen.id} does not know: it is embedded with "
+                f"{emb.id} (setting foreign_embedder; `--embedder {chosen.id}` keeps {chosen.id})")
+        self.embedders["prose"] = emb
+
+    def choose_analysis(self) -> None:
+        """The lexical analysis of each table: code is English with identifier splitting;
+        prose is analysed in its language (see choose_language)."""
+        self.analysis = {"code": Analysis("en"), "prose": Analysis(self.prose_language)}
         self.report.languages = {t: a.language for t, a in self.analysis.items()}
 
     def _lex_for(self, a: Analysis) -> Callable[[str, str, str], str]:
@@ -590,8 +614,9 @@ def index_folder(
             store.journal_path.touch()  # check every row against files.json
         say(Progress("walk", message=f"walking {root}"))
         walked = Walker(root, include, exclude).walk()
+        run.choose_language(walked, full)
         files = run.load_state(full)
-        run.choose_analysis(walked, files)
+        run.choose_analysis()
         run.files = files
         run.run(walked, files)
         store.journal_path.unlink(missing_ok=True)

@@ -32,7 +32,9 @@ def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A HYDRA_RAG_HOME whose data folder has the default embedder and chat model."""
     home = tmp_path_factory.mktemp("home")
     models = MODELS_HOME / "data" / "models"
-    if not (models / "minilm-l6.q8_0.gguf").is_file():
+    # `rag setup` installs the default embedder and the one for other languages.
+    if not all((models / f).is_file()
+               for f in ("minilm-l6.q8_0.gguf", "multilingual-e5-small.q4_0.gguf")):
         proc = run_cli("rag", "setup", env={"HYDRA_RAG_HOME": str(MODELS_HOME)})
         assert proc.returncode == 0, proc.stderr
     if not (models / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file():

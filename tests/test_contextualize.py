@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import lancedb
+import pytest
 import yaml
 
 from conftest import run_cli, write_tree
@@ -17,8 +18,10 @@ def _rows(root: Path) -> dict[str, dict[str, str]]:
     return {r["path"]: r for r in tbl.to_arrow().select(["path", "text", "lex"]).to_pylist()}
 
 
-def test_contextualize_caches_and_never_changes_the_stored_text(isolated_home: Path,
-                                                              tmp_path: Path) -> None:
+def test_contextualize_caches_and_never_changes_the_stored_text(
+        isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The language change below must only re-analyse: the prose embedder stays MiniLM.
+    monkeypatch.setenv("HYDRA_RAG_FOREIGN_EMBEDDER", "off")
     garden = "# Garden\n\nThe quince tree was pruned by Ottoline in March.\n"
     root = write_tree(tmp_path / "c", {
         "garden.md": garden,

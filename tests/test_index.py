@@ -138,10 +138,11 @@ def test_long_single_line_and_non_english_text(home: Path, tmp_path: Path) -> No
                                        "cz.md": "Příliš žluťoučký kůň úpěl ďábelské ódy.\n"})
     rep = index_folder(root, load_settings())
     assert rep.files_indexed == 3 and rep.chunks_total["code"] > 10
+    from hydra_rag.catalog import get_embedder
     from hydra_rag.embed import Tokenizer
 
-    tok = Tokenizer(str(home / "data/models/minilm-l6.q8_0.gguf"))
-    for t in ("code", "prose"):
+    for t in ("code", "prose"):  # each table fits its own embedder (prose: not English here)
+        tok = Tokenizer(str(get_embedder(rep.embedders[t]).model_path()))
         rows = Store(root).table(t).to_arrow().column("text").to_pylist()
         assert rows and max(tok.count(r) for r in rows) <= 511
     assert _search(root, "value number 4242", k=3)

@@ -144,7 +144,10 @@ def test_czech_folder_gets_prefix_stems(isolated_home: Path, tmp_path: Path) -> 
     assert _bm25(root, "reditel spolecnost")[0] == "porada.md"  # typed without diacritics
 
 
-def test_language_flag_and_migration_never_reembed(isolated_home: Path, tmp_path: Path) -> None:
+def test_language_flag_and_migration_never_reembed(isolated_home: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A language the embedder does not know would switch the prose embedder (test_multilingual)
+    monkeypatch.setenv("HYDRA_RAG_FOREIGN_EMBEDDER", "off")
     import lancedb
 
     root = write_tree(tmp_path / "en", {
