@@ -461,12 +461,15 @@ def get_embedder(embedder_id: str) -> Embedder:
 
 def table_embedder(settings: Any, table: str, language: str | None) -> Embedder:
     """The embedder of a table: the chosen one, except for prose in a language it does not
-    know, which gets `foreign_embedder` if that one knows the language."""
+    know, which gets `foreign_embedder` if that one knows the language and is installed (an
+    index is never rebuilt towards a model that is not there)."""
     chosen = get_embedder(settings.embedder_for(table))
-    if table != "prose" or not language or chosen.knows(language) or not settings.foreign:
+    if (table != "prose" or not language or chosen.knows(language) or not settings.foreign
+            or settings.embedder_url):  # a remote endpoint serves one model, whatever the id
         return chosen
     foreign = get_embedder(settings.foreign)
-    return foreign if foreign.knows(language) else chosen
+    usable = foreign.installed() or bool(foreign.url)
+    return foreign if foreign.knows(language) and usable else chosen
 
 
 def load_rerankers() -> dict[str, Reranker]:

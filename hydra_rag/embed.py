@@ -53,6 +53,13 @@ class Tokenizer:
         quiet_llama()
         with _LOAD:
             self._llm = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
+        # llama.cpp's Unigram tokenizer reads a newline or a tab as an unknown token, where
+        # SentencePiece's own normaliser makes every whitespace run one space.
+        self.unigram = self._llm.metadata.get("tokenizer.ggml.model") == "t5"
+
+    def prepare(self, text: str) -> str:
+        """The text as the model's tokenizer expects it."""
+        return " ".join(text.split()) if self.unigram else text
 
     def count(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
@@ -82,13 +89,16 @@ class EmbedClient:
 
     def fits(self, text: str) -> bool:
         """Would the document text (with its prefix) fit the embedder's context?"""
-        full = self.embedder.document_prefix + text
+        full = self.embedder.document_prefix + self._prepare(text)
         if self.tokenizer is not None:
             # +1 for the separator token llama.cpp appends after the text.
             return self.tokenizer.count(full) + 1 <= self.token_limit()
         # Without the tokenizer, assume the worst common case: one token per UTF-8 byte
         # pair. Rarely binding for English, protective for scripts with long encodings.
         return math.ceil(len(full.encode("utf-8")) / 2) + 2 <= self.token_limit()
+
+    def _prepare(self, text: str) -> str:
+        return self.tokenizer.prepare(text) if self.tokenizer is not None else text
 
     def _post(self, inputs: list[str]) -> list[list[float]]:
         raw = self._http.post("embeddings", {"input": inputs, "model": self.model_name})
@@ -105,7 +115,7 @@ class EmbedClient:
         hears how many are done after each request."""
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
         for i in range(0, len(texts), self.batch):
-            part = [prefix + t for t in texts[i : i + self.batch]]
+            part = [prefix + self._prepare(t) for t in texts[i : i + self.batch]]
             vecs = np.asarray(self._post(part), dtype=np.float32)
             if vecs.ndim != 2 or vecs.shape != (len(part), self.dims):
                 raise EmbedError(

@@ -285,10 +285,16 @@ class _Run:
         chosen = self.embedders["prose"]
         emb = table_embedder(self.settings, "prose", lang)
         was = ((meta.get("tables") or {}).get("prose") or {}).get("embedder")
+        foreign = self.settings.foreign
+        if (emb.id == chosen.id and not chosen.knows(lang) and foreign and was != foreign
+                and not self.settings.embedder_url and get_embedder(foreign).knows(lang)):
+            self.report.notes.append(
+                f"the prose is in {lang}, which {chosen.id} does not know; {foreign} would "
+                "search it by meaning if installed (`hydra-rag rag setup`, then index again)")
         if emb.id != chosen.id and was != emb.id:
             self.report.notes.append(
                 f"the prose is in {lang}, which {chosen.id} does not know: it is embedded with "
-                f"{emb.id} (setting foreign_embedder; `--embedder {chosen.id}` keeps {chosen.id})")
+                f"{emb.id} (to keep {chosen.id}, set foreign_embedder: off)")
         self.embedders["prose"] = emb
 
     def choose_analysis(self) -> None:

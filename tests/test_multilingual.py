@@ -105,8 +105,8 @@ def test_gguf_tokenizes_and_embeds_like_the_image(session_home: Path, image) -> 
         assert cos > 0.999, (text, cos)
 
 
-def test_a_german_folder_gets_the_multilingual_embedder(home: Path, tmp_path: Path) -> None:
-    root = write_tree(tmp_path / "de", {
+def _german(tmp_path: Path) -> Path:
+    return write_tree(tmp_path / "de", {
         "garten.md": "# Der Garten\n\nTomaten brauchen volle Sonne und zweimal pro Woche viel "
                      "Wasser. Die Pflanzen werden früh an Stäbe gebunden.\n",
         "steuern.md": "# Steuern\n\nDie Einkommensteuererklärung muss bis Ende Juli beim "
@@ -114,6 +114,10 @@ def test_a_german_folder_gets_the_multilingual_embedder(home: Path, tmp_path: Pa
         "reise.md": "# Reise\n\nDer Zug nach München fährt um acht Uhr vom Hauptbahnhof ab; die "
                     "Fahrkarten liegen in der Schublade im Flur.\n",
     })
+
+
+def test_a_german_folder_gets_the_multilingual_embedder(home: Path, tmp_path: Path) -> None:
+    root = _german(tmp_path)
     rep = index_folder(root, load_settings())
     assert rep.languages["prose"] == "de" and rep.embedders["prose"] == E5
     assert any(E5 in n and "foreign_embedder" in n for n in rep.notes)
@@ -122,6 +126,16 @@ def test_a_german_folder_gets_the_multilingual_embedder(home: Path, tmp_path: Pa
                                                   "schicken?", 3, methods=("vector",))
     assert hits[0].path == "steuern.md"
     assert all(c.status == "ok" for c in check_index(root))
+    # llama.cpp's Unigram tokenizer reads a newline as unknown: the client sends what
+    # SentencePiece would have seen (one space for any whitespace run).
+    from hydra_rag.catalog import get_embedder
+    from hydra_rag.embed import connect
+
+    client = connect(get_embedder(E5), load_settings())
+    assert client.tokenizer is not None and client.tokenizer.prepare("a\n\n\tb ") == "a b"
+    lines, flat = client.embed(["Der Garten\n\nTomaten brauchen\tSonne.", "Der Garten Tomaten "
+                                "brauchen Sonne."], "passage: ")
+    assert float(lines @ flat) > 0.9999
     again = index_folder(root, load_settings())
     assert (again.files_indexed, again.rebuilt, again.notes) == (0, False, [])
     # An embedder named on the command line is used as it is, and says why it rebuilds.
@@ -141,3 +155,23 @@ def test_naming_another_language_switches_the_prose_embedder(home: Path, tmp_pat
     # The language is kept, and with it the embedder; code keeps the chosen one.
     again = index_folder(root, load_settings())
     assert (again.rebuilt, again.embedders) == (False, {"code": "minilm-l6", "prose": E5})
+
+
+def test_a_foreign_embedder_not_installed_is_not_switched_to(isolated_home: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    (isolated_home / "config").mkdir()
+    (isolated_home / "config" / "catalog.yaml").write_text(
+        "embedders:\n  - id: ghost\n    dims: 384\n    languages: ['*']\n    port: 19090\n"
+        "    file: ghost.gguf\n")
+    root = _german(tmp_path)
+    first = index_folder(root, load_settings())
+    assert first.embedders["prose"] == E5
+    monkeypatch.setenv("HYDRA_RAG_FOREIGN_EMBEDDER", "ghost")
+    # The index built with e5 is not dropped for a model that is not there...
+    rep = index_folder(root, load_settings())
+    assert rep.embedders["prose"] == "minilm-l6" and rep.rebuilt  # the setting changed
+    assert any("ghost would search it" in n for n in rep.notes)
+    # ...and a folder indexed with MiniLM stays as it is, searchable.
+    again = index_folder(root, load_settings())
+    assert (again.rebuilt, again.embedders["prose"]) == (False, "minilm-l6")
+    assert Searcher(root, load_settings()).search("Tomaten", 1)[0].path == "garten.md"
