@@ -62,9 +62,10 @@ def main() -> None:
             raise SystemExit(f"{eid} is not installed: hydra-rag rag setup --embedder {eid}")
         llm = llama_cpp.Llama(str(path), embedding=True, n_ctx=512, n_batch=512, n_ubatch=512,
                               flash_attn=True, verbose=False)
+        unigram = llm.metadata.get("tokenizer.ggml.model") == "t5"  # as embed.Tokenizer does
         batch = []
         for t in texts:
-            t = emb.document_prefix + t
+            t = emb.document_prefix + (" ".join(t.split()) if unigram else t)
             ids = llm.tokenize(t.encode(), add_bos=True, special=False)
             if len(ids) > 512:  # the chunker's token guard would have cut it for this model
                 t = llm.detokenize(ids[1:500]).decode(errors="ignore")
