@@ -309,6 +309,12 @@ def convert_bert(
             writer.add_tensor(new_name, q, raw_shape=q.shape, raw_dtype=quant)
 
     say(f"writing {out_path.name}")
+    return write_gguf(writer, tmp_path, out_path)
+
+
+def write_gguf(writer: Any, tmp_path: Path, out_path: Path) -> Path:
+    """Write a filled GGUFWriter to `tmp_path`, then move it to `out_path` in one step (an
+    interrupted conversion never leaves a half-written model under the final name)."""
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

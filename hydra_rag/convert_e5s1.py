@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hydra_rag.convert_bert import write_gguf
 from hydra_rag.errors import ModelError
 
 _MAGIC = b"E5S1"
@@ -204,9 +205,4 @@ def convert_e5s1(src: Path, out_path: Path, progress: Callable[[str], None] | No
         else:
             writer.add_tensor(gguf_name, np.ascontiguousarray(data, np.float32))
     say(f"writing {out_path.name}")
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    tmp_path.replace(out_path)
-    return out_path
+    return write_gguf(writer, tmp_path, out_path)

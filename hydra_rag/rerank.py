@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from hydra_rag.catalog import RERANK_PORTS, Reranker, get_reranker
 from hydra_rag.config import Settings
+from hydra_rag.contextualize import with_context
 from hydra_rag.errors import ConfigError, ModelError, SidecarError
 from hydra_rag.sidecar import JsonEndpoint, SidecarSpec, ensure
 
@@ -94,7 +95,6 @@ def rerank(client: RerankClient, query: str, hits: Sequence[Hit], top: int) -> l
     the rest after them in their fused order."""
     head, tail = list(hits[:top]), list(hits[top:])
     # The reranker reads what the embedder read: the chunk under its section.
-    scores = client.scores(query, [f"{h.section}\n\n{h.text}" if h.section else h.text
-                                   for h in head])
+    scores = client.scores(query, [with_context(h.section, h.text) for h in head])
     order = sorted(range(len(head)), key=lambda i: -scores[i])  # stable: ties keep fused order
     return [replace(head[i], rerank=scores[i]) for i in order] + tail
