@@ -16,7 +16,7 @@ import numpy as np
 from hydra_rag.catalog import EMBED_PORTS, Embedder
 from hydra_rag.config import Settings
 from hydra_rag.errors import EmbedError
-from hydra_rag.sidecar import JsonEndpoint, SidecarSpec, ensure, read_record
+from hydra_rag.sidecar import JsonEndpoint, SidecarSpec, ensure, read_record, restarter
 
 _QUIET: list[object] = []
 
@@ -75,6 +75,7 @@ class EmbedClient:
     batch: int = 64
     tokenizer: Tokenizer | None = None
     sidecar_id: str | None = None
+    restart: Callable[[], str] | None = None  # brings a crashed sidecar back (its new URL)
 
     @property
     def dims(self) -> int:
@@ -82,7 +83,7 @@ class EmbedClient:
 
     @cached_property
     def _http(self) -> JsonEndpoint:
-        return JsonEndpoint(self.base_url, self.sidecar_id, error=EmbedError)
+        return JsonEndpoint(self.base_url, self.sidecar_id, error=EmbedError, restart=self.restart)
 
     def token_limit(self) -> int:
         return self.embedder.max_tokens
@@ -162,4 +163,5 @@ def connect(
     if progress and read_record(emb.id) is None:
         progress(f"starting embedder sidecar {emb.id}")
     rec = ensure(spec, timeout=settings.sidecar_start_timeout)
-    return EmbedClient(emb, rec.url, emb.id, settings.embed_batch, tokenizer, sidecar_id=emb.id)
+    return EmbedClient(emb, rec.url, emb.id, settings.embed_batch, tokenizer, sidecar_id=emb.id,
+                       restart=restarter(spec, settings.sidecar_start_timeout))

@@ -15,7 +15,7 @@ and stopped like the embedder's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -24,7 +24,7 @@ from hydra_rag.catalog import RERANK_PORTS, Reranker, get_reranker
 from hydra_rag.config import Settings
 from hydra_rag.contextualize import with_context
 from hydra_rag.errors import ConfigError, ModelError, SidecarError
-from hydra_rag.sidecar import JsonEndpoint, SidecarSpec, ensure
+from hydra_rag.sidecar import JsonEndpoint, SidecarSpec, ensure, restarter
 
 if TYPE_CHECKING:
     from hydra_rag.retrieve import Hit
@@ -47,11 +47,13 @@ class RerankClient:
     reranker: Reranker
     base_url: str
     sidecar_id: str | None = None
+    restart: Callable[[], str] | None = None  # brings a crashed sidecar back (its new URL)
 
     @cached_property
     def _http(self) -> JsonEndpoint:
         return JsonEndpoint(self.base_url, self.sidecar_id,
-                            f"reranker {self.reranker.id!r} at {self.base_url}")
+                            f"reranker {self.reranker.id!r} at {self.base_url}",
+                            restart=self.restart)
 
     def scores(self, query: str, documents: Sequence[str]) -> list[float]:
         """One relevance score per document, in the documents' order (higher: more relevant)."""
@@ -87,7 +89,8 @@ def connect_reranker(settings: Settings) -> RerankClient:
         idle_seconds=settings.sidecar_idle_minutes * 60,
     )
     rec = ensure(spec, timeout=settings.sidecar_start_timeout)
-    return RerankClient(rr, rec.url, sidecar_id=rr.id)
+    return RerankClient(rr, rec.url, sidecar_id=rr.id,
+                        restart=restarter(spec, settings.sidecar_start_timeout))
 
 
 def rerank(client: RerankClient, query: str, hits: Sequence[Hit], top: int) -> list[Hit]:

@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -121,13 +122,17 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 @dataclass
 class JsonEndpoint:
     """JSON POSTs to the /v1 API at `base_url` (a sidecar's, or a remote one) over one kept-alive
-    connection, retried once when the connection was dropped. Errors are raised as `error`,
-    name the endpoint as `name` (default: the URL) and end with the sidecar's log tail."""
+    connection, retried once when the connection was dropped. If it still cannot be reached,
+    `restart` (when given) brings the sidecar back and returns its URL, and the request is sent
+    once more there: an index run survives a sidecar that crashed or was stopped under it.
+    Errors are raised as `error`, name the endpoint as `name` (default: the URL) and end with
+    the sidecar's log tail."""
 
     base_url: str
     sidecar_id: str | None = None
     name: str = ""
     error: type[HydraError] = SidecarError
+    restart: Callable[[], str] | None = None
 
     @cached_property
     def _conn(self) -> http.client.HTTPConnection:
@@ -152,7 +157,7 @@ class JsonEndpoint:
         """The body of a 200 answer to POST /v1/<route>."""
         name = self.name or self.base_url
         body = json.dumps(payload)
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             try:
                 self._conn.request("POST", f"{self._v1}/{route}", body=body,
                                    headers={"Content-Type": "application/json"})
@@ -161,8 +166,14 @@ class JsonEndpoint:
                 break
             except (OSError, http.client.HTTPException) as exc:
                 self._conn.close()
-                if attempt == 2:
+                if attempt == 1:
+                    continue
+                if attempt == 3 or self.restart is None:
                     raise self.error(self.explain(f"cannot reach {name}: {exc}")) from None
+            # The sidecar is gone: start it again (or find the one another process started).
+            self.base_url = self.restart()
+            for cached in ("_conn", "_v1"):
+                self.__dict__.pop(cached, None)
         if resp.status != 200:
             raise self.error(self.explain(
                 f"{name} answered HTTP {resp.status}: {raw[:300].decode(errors='replace')}"))
@@ -221,12 +232,35 @@ def ensure(spec: SidecarSpec, timeout: float = 120.0) -> SidecarRecord:
         rec = read_record(spec.id)
         if rec is not None:
             alive = pid_is_sidecar(rec.pid, spec.id)
-            if alive and rec.model_path == spec.model_path and health(rec.port, spec.id):
+            if alive and rec.model_path == spec.model_path and _answers(rec, timeout):
                 return rec
             if alive:
                 _kill(rec.pid)
             _record_path(spec.id).unlink(missing_ok=True)
         return _start(spec, timeout)
+
+
+def restarter(spec: SidecarSpec, timeout: float) -> Callable[[], str]:
+    """For a client of this sidecar: bring it back if it is gone; its URL."""
+    return lambda: ensure(spec, timeout).url
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0):
+            return True
+    except OSError:
+        return False
+
+
+def _answers(rec: SidecarRecord, patience: float) -> bool:
+    """Is this running sidecar healthy? One that accepts connections but is slow to answer may
+    be busy (a sidecar from before 0.5 answered its health check only between requests, and on
+    two cores a long batch can starve any process): it gets `patience` seconds before it is
+    judged hung, since killing it would break the request it is serving for another command."""
+    if health(rec.port, rec.id):
+        return True
+    return _listening(rec.port) and health(rec.port, rec.id, timeout=patience)
 
 
 def _start(spec: SidecarSpec, timeout: float) -> SidecarRecord:

@@ -162,8 +162,25 @@ def _openai_app(args: argparse.Namespace, threads: int) -> Any:
         chat_format=args.chat_format or None,
         verbose=False,
     )
-    server = ServerSettings(host="127.0.0.1", port=args.port)
-    return create_app(server_settings=server, model_settings=[model])
+    # llama-cpp-python ends a streaming answer early whenever another request arrives
+    # (`interrupt_requests`): a health check from any other command would cut the answer off.
+    server = ServerSettings(host="127.0.0.1", port=args.port, interrupt_requests=False)
+    app = create_app(server_settings=server, model_settings=[model])
+    _models_at_once(app, args.alias)
+    return app
+
+
+def _models_at_once(app: Any, alias: str) -> None:
+    """Answer GET /v1/models (the health check) without waiting for the model. llama-cpp-python's
+    own route waits for the model lock, so during a long embedding batch or answer the sidecar
+    looked dead to every other command, which then killed it. Ours is matched first."""
+
+    async def models() -> dict[str, Any]:
+        return {"object": "list",
+                "data": [{"id": alias, "object": "model", "owned_by": "me", "permissions": []}]}
+
+    app.router.add_api_route("/v1/models", models, methods=["GET"])
+    app.router.routes.insert(0, app.router.routes.pop())
 
 
 def _serve(app: Any, args: argparse.Namespace) -> None:

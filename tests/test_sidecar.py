@@ -1,9 +1,12 @@
-"""Real sidecar processes: start, reuse, port fallback, failure with a log tail, idle exit, stop."""
+"""Real sidecar processes: start, reuse, port fallback, failure with a log tail, idle exit, stop,
+busy sidecars kept, dead ones brought back."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -137,3 +140,75 @@ def test_url_endpoint_instead_of_a_sidecar(isolated_home: Path, monkeypatch: pyt
         assert client.embed_query("hello").shape == (384,)
     finally:
         sidecar.stop("minilm-l6")
+
+
+def test_a_busy_sidecar_answers_its_health_check_and_is_kept(model: Path) -> None:
+    # Another command finding the sidecar in the middle of a long request must neither wait
+    # for the request nor take the sidecar for dead (it used to kill it, breaking an index run).
+    spec = _spec(model, "t-busy", 19098)
+    rec = sidecar.ensure(spec)
+    try:
+        endpoint = sidecar.JsonEndpoint(rec.url, "t-busy")
+        texts = [f"paragraph {i}: " + "a long sentence about sidecars and health " * 55
+                 for i in range(64)]
+        done: dict[str, object] = {}
+
+        def long_request() -> None:
+            t0 = time.monotonic()
+            try:
+                done["raw"] = endpoint.post("embeddings", {"input": texts, "model": "t-busy"})
+            except SidecarError as exc:
+                done["error"] = exc
+            done["seconds"] = time.monotonic() - t0
+
+        worker = threading.Thread(target=long_request)
+        worker.start()
+        time.sleep(0.5)  # the batch is being embedded now
+        t0 = time.monotonic()
+        assert sidecar.health(rec.port, "t-busy", timeout=1.0)
+        assert time.monotonic() - t0 < 1.0
+        assert sidecar.ensure(spec).pid == rec.pid
+        worker.join()
+        assert "error" not in done, done.get("error")
+        assert float(done["seconds"]) > 2.0, "the request was too short to prove anything"  # type: ignore[arg-type]
+        assert len(json.loads(done["raw"])["data"]) == 64  # type: ignore[arg-type]
+    finally:
+        sidecar.stop("t-busy")
+
+
+def test_the_client_brings_back_a_sidecar_that_died(isolated_home: Path) -> None:
+    client = connect(get_embedder("minilm-l6"), load_settings())
+    first = client.embed_query("before")
+    old = sidecar.read_record("minilm-l6")
+    assert old is not None
+    os.kill(old.pid, 9)
+    try:
+        os.waitpid(old.pid, 0)
+    except ChildProcessError:
+        pass
+    again = client.embed_query("before")  # sent once more to a sidecar started again
+    new = sidecar.read_record("minilm-l6")
+    assert new is not None and new.pid != old.pid
+    assert float(first @ again) > 0.9999
+
+
+def test_a_health_check_does_not_cut_a_streaming_answer_short(home: Path) -> None:
+    # llama-cpp-python ends a streaming answer when another request arrives, unless told not to;
+    # an open chat's keep-alive, or any other command, sends health checks to the chat model.
+    from hydra_rag.catalog import get_model
+    from hydra_rag.chat import connect_chat, stream_chat
+
+    target = connect_chat(get_model("smollm2-135m"), load_settings())
+    rec = sidecar.read_record("smollm2-135m")
+    assert rec is not None
+    checks = {"n": 0}
+
+    def poke(_token: str) -> None:
+        checks["n"] += 1
+        assert sidecar.health(rec.port, rec.id, timeout=5.0)
+
+    text, finish = stream_chat(
+        target, [{"role": "user", "content": "Write a long story about a lighthouse keeper."}],
+        {"max_tokens": 48, "temperature": 0.0}, poke)
+    assert checks["n"] > 5
+    assert finish == "length", (finish, text)
