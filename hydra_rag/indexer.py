@@ -170,6 +170,7 @@ class _Run:
         self.ctx: Contextualizer | None = None
         self.language = language  # --language: a code or name, "auto", or None (keep/detect)
         self.prose_language = "en"  # what the prose is analysed and embedded as (see choose_language)
+        self._files_read: dict[str, FileEntry] | None = None  # files.json as choose_language read it
         self.analysis: dict[str, Analysis] = {}
         self.settings = settings
         self.progress = progress
@@ -250,7 +251,9 @@ class _Run:
             self.report.contextualized_by = ctx_model
 
         try:
-            files = store.read_files()
+            # Parsed once per run: on a large tree files.json is most of a no-op run's reading.
+            read = None if reason else self._files_read
+            files = store.read_files() if read is None else read
         except IndexError_ as exc:
             files = self._files_from_tables()
             self.report.repaired.append(f"{exc}; rebuilt it from the tables")
@@ -270,7 +273,7 @@ class _Run:
         if not full:
             try:
                 meta = self.store.read_meta()
-                files = self.store.read_files()
+                files = self._files_read = self.store.read_files()
                 has_prose = any(e.kind == "prose" and e.chunks for e in files.values())
             except HydraError:
                 pass  # load_state reports and repairs it
