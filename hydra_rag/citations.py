@@ -50,7 +50,8 @@ def _numbers(group: str) -> list[int]:
     return [int(x) for x in re.split(r"\s*[,;]\s*", group)]
 
 
-def _norm(s: str) -> str:
+def fold(s: str) -> str:
+    """Text as quotes are compared: whitespace runs as one space, case folded."""
     return " ".join(s.split()).casefold()
 
 
@@ -73,7 +74,7 @@ def check_citations(answer: str, sources: Sequence[Source]) -> CitationReport:
             targets = [by_n[n] for n in cites if n in by_n]
             if not quote.strip():
                 rep.quotes_not_found.append("")
-            elif not targets or not any(_norm(quote) in _norm(f"{t.section}\n{t.text}")
+            elif not targets or not any(fold(quote) in fold(f"{t.section}\n{t.text}")
                                         for t in targets):  # the model was shown both
                 rep.quotes_not_found.append(quote.strip())
         words = re.findall(r"\w+", _CITE.sub("", sentence))

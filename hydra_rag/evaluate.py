@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from hydra_rag.citations import fold
 from hydra_rag.errors import HydraError
 from hydra_rag.rerank import MAX_TOP
 from hydra_rag.retrieve import CANDIDATES, Searcher
@@ -65,10 +66,6 @@ class Outcome:
     candidate_rank: int | None = None  # its rank in the fused candidates, beyond k
     list_ranks: dict[str, int] = field(default_factory=dict)
     answer: str | None = None
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split()).lower()
 
 
 def _lines(raw: Any, where: str) -> tuple[int, int] | None:
@@ -159,7 +156,7 @@ def relevant(hit: _Located, q: Question, targets: list[tuple[Path, str]]) -> boo
         return False
     if q.lines and (hit.line_end < q.lines[0] or hit.line_start > q.lines[1]):
         return False
-    return not q.quote or _norm(q.quote) in _norm(hit.text)
+    return not q.quote or fold(q.quote) in fold(hit.text)
 
 
 class Evaluator:
@@ -217,7 +214,7 @@ class Evaluator:
             if entry is not None and entry.chunks:
                 if q.quote:
                     text, _ = read_text(root / rel)
-                    if text is None or _norm(q.quote) not in _norm(text):
+                    if text is None or fold(q.quote) not in fold(text):
                         return f"the quote is not in {rel} (a typo, or the file changed)"
                 return ""
         root, rel = targets[0]
@@ -249,11 +246,11 @@ class Evaluator:
             if not self._files[root].get(rel):
                 continue
             rows = self._file_chunks(root, rel)
-            quote = _norm(q.quote)
-            if any(quote in _norm(r["text"]) for r in rows):
+            quote = fold(q.quote)
+            if any(quote in fold(r["text"]) for r in rows):
                 return ""
-            touching = [r for r in rows if _norm(r["text"])[-60:] in quote
-                        or quote[:60] in _norm(r["text"]) or _overlap(quote, _norm(r["text"]))]
+            touching = [r for r in rows if fold(r["text"])[-60:] in quote
+                        or quote[:60] in fold(r["text"]) or _overlap(quote, fold(r["text"]))]
             spans = ", ".join(f"{rel}:{r['line_start']}-{r['line_end']}" for r in touching[:3])
             return spans or f"of {rel}"
         return ""
@@ -276,7 +273,7 @@ class Evaluator:
             out.fix = ("the passage was left out of the model's context (it did not fit): "
                        "use a model with a longer context, or fewer passages (-k)")
             return
-        missing = q.answer and _norm(q.answer) not in _norm(result.answer)
+        missing = q.answer and fold(q.answer) not in fold(result.answer)
         if missing or not result.citations.ok:
             self._label(out, "generation", ", ".join(map(str, cited)))
 

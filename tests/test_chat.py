@@ -84,8 +84,9 @@ def test_resume_and_new(indexed: Path) -> None:
         assert proc.returncode == 0, proc.stderr
     doc = json.loads(run_cli("sessions", "show", "t-resume", "--json").stdout)
     assert len(doc["turns"]) == 2
-    run_cli("chat", "smollm2-135m", "--rag", str(indexed), "--session", "t-resume", "--new",
-            *FAST, input="What do tomatoes need?\n")
+    proc = run_cli("chat", "smollm2-135m", "--rag", str(indexed), "--session", "t-resume",
+                   "--new", *FAST, input="What do tomatoes need?\n")
+    assert proc.returncode == 0, proc.stderr
     doc = json.loads(run_cli("sessions", "show", "t-resume", "--json").stdout)
     assert len(doc["turns"]) == 1
     names = [r["name"] for r in json.loads(run_cli("sessions", "list", "--json").stdout)]
