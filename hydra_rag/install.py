@@ -190,3 +190,23 @@ def setup_embedders(wanted: list[Embedder], catalog: list[Embedder], say: Say,
         else:
             raise ModelError("no embedder can be installed here:\n  " + "\n  ".join(tried))
     return done
+
+
+def setup_optional(emb: Embedder, say: Say, force: bool = False) -> Path | None:
+    """Install an embedder the main job can do without (`foreign_embedder`, for folders in
+    other languages). If it does not fit or cannot be installed, say so and return None: such
+    folders then keep the chosen embedder, and setup still succeeds."""
+    avail, gpu = machine()
+    why = fits(emb, avail, gpu)
+    if not why:
+        try:
+            path = install_model(emb, say, force=force)
+        except ModelError as exc:
+            why = str(exc)
+        else:
+            say(f"{emb.id}: fits (~{emb.memory_mb} MiB), for folders in other languages")
+            return path
+    say(f"warning: {emb.id}, the embedder for folders in other languages, is not installed "
+        f"({why}); such folders keep the chosen embedder's vectors. `foreign_embedder: off` "
+        "stops this attempt.")
+    return None

@@ -207,6 +207,24 @@ def test_rag_setup_falls_through_an_unreachable_source(isolated_home: Path) -> N
     assert (isolated_home / "data/models/fallthrough.gguf").stat().st_size > 20_000_000
 
 
+def test_rag_setup_goes_on_without_the_embedder_for_other_languages(isolated_home: Path) -> None:
+    cfg = isolated_home / "config" / "catalog.yaml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text(
+        "embedders:\n"
+        "  - id: unreachable\n    dims: 384\n    file: unreachable.gguf\n    port: 19086\n"
+        "    languages: ['*']\n    sources:\n"
+        "      - url: http://127.0.0.1:9/none.gguf\n        sha256: '" + "0" * 64 + "'\n"
+    )
+    proc = run_cli("rag", "setup", env={"HYDRA_RAG_FOREIGN_EMBEDDER": "unreachable"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"minilm-l6: {isolated_home / 'data/models/minilm-l6.q8_0.gguf'}"]
+    assert "warning: unreachable, the embedder for folders in other languages, is not " \
+        "installed" in " ".join(proc.stderr.split())
+    assert not (isolated_home / "data/models/unreachable.gguf").exists()
+
+
 def test_catalog_example_is_valid() -> None:
     from hydra_rag.catalog import parse_catalog
 
