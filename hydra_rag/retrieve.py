@@ -73,6 +73,11 @@ class Hit:
     section: str = ""  # the headings the chunk stands under ("Guide › Install")
 
 
+def _key(store: object, name: str) -> str:
+    """One key for a thing of a store: a chunk (chunk id) or a table (its name)."""
+    return f"{store}\0{name}"
+
+
 def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
     """Fuse ranked id lists: (id, score, {list: 1-based rank}) best first; ties by id."""
     scores: dict[str, float] = {}
@@ -171,7 +176,7 @@ class _Lists:
         out = self.scores.setdefault(name, [])
         tag = "+context" if name.endswith("+context") else ""
         for cid, value, at in zip(found.ids, found.scores, found.at, strict=True):
-            key = f"{store}\0{cid}"
+            key = _key(store, cid)
             self.dense[(tag, key)] = dense
             if vector:
                 self.similarity[key] = max(self.similarity.get(key, -1.0), value)
@@ -313,7 +318,7 @@ class Searcher:
 
     def _searchable(self, store: Store, meta_tables: dict[str, Any], t: str, stamp: int) -> bool:
         """Skip tables known to be empty (from files.json, re-read only when it changed)."""
-        key = f"{store.root}\0{t}"
+        key = _key(store.root, t)
         if self._sizes.get(key, (None, 0))[0] != stamp:  # re-read only after an index run
             try:
                 files = store.read_files()
@@ -324,7 +329,7 @@ class Searcher:
         return t in meta_tables and self._sizes[key][1] != 0
 
     async def _table(self, store: Store, t: str, stamp: int) -> Any:
-        key = f"{store.root}\0{t}"
+        key = _key(store.root, t)
         cached = self._tables.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
@@ -381,7 +386,7 @@ class Searcher:
                             queries: list[str], candidates: int,
                             use_bm25: bool) -> list[tuple[Any, Any]]:
         """(vector result, full-text result) per query; None for a list not searched."""
-        key = f"{store.root}\0{t}"
+        key = _key(store.root, t)
         tbl = await self._table(store, t, stamp)
         cached = await self._cached(key, tbl, stamp)
         analysis = self._analysis.get(key)
@@ -479,7 +484,7 @@ class Searcher:
             # similarities from one embedder are comparable wherever the chunk lives, and a
             # list per table or per folder would give every table's or folder's best hit the
             # same fused score, however weak it is.
-            analysis = self._analysis.get(f"{store.root}\0{t}")
+            analysis = self._analysis.get(_key(store.root, t))
             language = analysis.language if analysis else None
             for i, (vec_hits, fts_hits) in enumerate(res):
                 tag = "" if i == 0 else "+context"
