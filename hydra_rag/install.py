@@ -201,7 +201,7 @@ def setup_optional(emb: Embedder, say: Say, force: bool = False) -> Path | None:
     if not why:
         try:
             path = install_model(emb, say, force=force)
-        except ModelError as exc:
+        except (ModelError, OSError, ValueError) as exc:  # a failed conversion too
             why = str(exc)
         else:
             say(f"{emb.id}: fits (~{emb.memory_mb} MiB), for folders in other languages")

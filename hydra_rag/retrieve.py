@@ -32,7 +32,7 @@ import numpy as np
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.embed import EmbedClient, connect
-from hydra_rag.errors import HydraError, IndexError_, SidecarError
+from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.lexical import Analysis
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.rerank import RerankClient, check_top, connect_reranker, rerank
@@ -549,13 +549,8 @@ class Searcher:
     def _rerank(self, query: str, hits: list[Hit], top: int) -> list[Hit]:
         if self._reranker is None:
             self._reranker = connect_reranker(self.settings)
-        try:
-            return rerank(self._reranker, query, hits, top)
-        except SidecarError:
-            # Its sidecar may have stopped after an idle time (a long pause in a chat): start
-            # it again, once.
-            self._reranker = connect_reranker(self.settings)
-            return rerank(self._reranker, query, hits, top)
+        # A sidecar that stopped after an idle time is started again by the client itself.
+        return rerank(self._reranker, query, hits, top)
 
     @property
     def sidecar_ids(self) -> list[str]:

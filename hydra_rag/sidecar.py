@@ -164,14 +164,25 @@ class JsonEndpoint:
                 resp = self._conn.getresponse()
                 raw = resp.read()
                 break
+            except TimeoutError:
+                # It got the request and is still at it: sending it again would only queue a
+                # second copy behind the first.
+                self._conn.close()
+                raise self.error(self.explain(
+                    f"{name} did not answer within {self._conn.timeout:g}s")) from None
             except (OSError, http.client.HTTPException) as exc:
                 self._conn.close()
                 if attempt == 1:
                     continue
                 if attempt == 3 or self.restart is None:
                     raise self.error(self.explain(f"cannot reach {name}: {exc}")) from None
+                reason = exc
             # The sidecar is gone: start it again (or find the one another process started).
-            self.base_url = self.restart()
+            try:
+                self.base_url = self.restart()
+            except HydraError as exc:
+                raise self.error(f"cannot reach {name}: {reason}; starting it again failed: "
+                                 f"{exc}") from None
             for cached in ("_conn", "_v1"):
                 self.__dict__.pop(cached, None)
         if resp.status != 200:
@@ -226,7 +237,8 @@ def ensure(spec: SidecarSpec, timeout: float = 120.0) -> SidecarRecord:
             f" — run `hydra-rag rag setup` (or `hydra-rag embedders add`)"
         )
     lock = dirs().sidecars / f"{spec.id}.lock"
-    with file_lock(lock, wait=timeout) as held:
+    # The holder may give a slow sidecar `timeout` seconds, then start one in `timeout` more.
+    with file_lock(lock, wait=2 * timeout + 30) as held:
         if not held:
             raise SidecarError(f"timed out waiting for another process starting {spec.id!r}")
         rec = read_record(spec.id)
