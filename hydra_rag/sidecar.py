@@ -267,9 +267,9 @@ def _listening(port: int) -> bool:
 
 def _answers(rec: SidecarRecord, patience: float) -> bool:
     """Is this running sidecar healthy? One that accepts connections but is slow to answer may
-    be busy (a sidecar from before 0.5 answered its health check only between requests, and on
-    two cores a long batch can starve any process): it gets `patience` seconds before it is
-    judged hung, since killing it would break the request it is serving for another command."""
+    be busy (a sidecar started by an older hydra-rag answers its health check only between
+    requests, and on two cores a long batch can starve any process): it gets `patience` seconds
+    before it is judged hung, since killing it would break what it serves another command."""
     if health(rec.port, rec.id):
         return True
     return _listening(rec.port) and health(rec.port, rec.id, timeout=patience)

@@ -109,9 +109,7 @@ def _rerank_app(args: argparse.Namespace, threads: int) -> Any:
     lock = threading.Lock()
     app = FastAPI()
 
-    @app.get("/v1/models")
-    def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": args.alias, "object": "model"}]}
+    _models_at_once(app, args.alias)
 
     @app.post("/v1/rerank")
     def rerank(req: RerankRequest) -> dict[str, Any]:
@@ -171,9 +169,10 @@ def _openai_app(args: argparse.Namespace, threads: int) -> Any:
 
 
 def _models_at_once(app: Any, alias: str) -> None:
-    """Answer GET /v1/models (the health check) without waiting for the model. llama-cpp-python's
-    own route waits for the model lock, so during a long embedding batch or answer the sidecar
-    looked dead to every other command, which then killed it. Ours is matched first."""
+    """Answer GET /v1/models (the health check) without waiting for the model, in either app.
+    llama-cpp-python's own route waits for the model lock, so during a long embedding batch or
+    answer the sidecar looked dead to every other command, which then killed it. Ours is
+    matched first."""
 
     async def models() -> dict[str, Any]:
         return {"object": "list",
