@@ -459,17 +459,24 @@ def get_embedder(embedder_id: str) -> Embedder:
     return _lookup("embedder", embedder_id, load_embedders())
 
 
-def table_embedder(settings: Any, table: str, language: str | None) -> Embedder:
-    """The embedder of a table: the chosen one, except for prose in a language it does not
-    know, which gets `foreign_embedder` if that one knows the language and is installed (an
-    index is never rebuilt towards a model that is not there)."""
+def foreign_for(settings: Any, table: str, language: str | None) -> Embedder | None:
+    """`foreign_embedder`, if it is the one for this table's language: prose in a language the
+    chosen embedder does not know and it does (installed or not). None otherwise."""
     chosen = get_embedder(settings.embedder_for(table))
     if (table != "prose" or not language or chosen.knows(language) or not settings.foreign
             or settings.embedder_url):  # a remote endpoint serves one model, whatever the id
-        return chosen
+        return None
     foreign = get_embedder(settings.foreign)
-    usable = foreign.installed() or bool(foreign.url)
-    return foreign if foreign.knows(language) and usable else chosen
+    return foreign if foreign.knows(language) else None
+
+
+def table_embedder(settings: Any, table: str, language: str | None) -> Embedder:
+    """The embedder of a table: the chosen one, or `foreign_for` it if that one is installed
+    (an index is never rebuilt towards a model that is not there)."""
+    foreign = foreign_for(settings, table, language)
+    if foreign is not None and (foreign.installed() or foreign.url):
+        return foreign
+    return get_embedder(settings.embedder_for(table))
 
 
 def load_rerankers() -> dict[str, Reranker]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hydra_rag import registry
-from hydra_rag.catalog import Embedder, get_embedder, table_embedder
+from hydra_rag.catalog import Embedder, foreign_for, get_embedder, table_embedder
 from hydra_rag.chunk import CHUNKER_VERSION, SECTION_SEP, chunk_text, markup_of
 from hydra_rag.classify import classify
 from hydra_rag.config import Settings
@@ -288,11 +288,10 @@ class _Run:
         chosen = self.embedders["prose"]
         emb = table_embedder(self.settings, "prose", lang)
         was = ((meta.get("tables") or {}).get("prose") or {}).get("embedder")
-        foreign = self.settings.foreign
-        if (emb.id == chosen.id and not chosen.knows(lang) and foreign and was != foreign
-                and not self.settings.embedder_url and get_embedder(foreign).knows(lang)):
+        foreign = foreign_for(self.settings, "prose", lang)
+        if foreign is not None and emb.id == chosen.id and was != foreign.id:  # not installed
             self.report.notes.append(
-                f"the prose is in {lang}, which {chosen.id} does not know; {foreign} would "
+                f"the prose is in {lang}, which {chosen.id} does not know; {foreign.id} would "
                 "search it by meaning if installed (`hydra-rag rag setup`, then index again)")
         if emb.id != chosen.id and was != emb.id:
             self.report.notes.append(
