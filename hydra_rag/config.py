@@ -26,6 +26,8 @@ class Settings:
     sidecar_idle_minutes: float = 15.0
     sidecar_start_timeout: float = 120.0
     threads: int = 0  # 0: one per core
+    # Model layers on the GPU when llama.cpp was built with a GPU backend: -1 all, 0 CPU only.
+    gpu_layers: int = -1
     embed_batch: int = 64  # texts per /v1/embeddings request
     index_batch: int = 512  # chunks per stored batch (what an interruption can lose)
     # Memory a search process may use to hold small tables' vectors and rows (0: none); see

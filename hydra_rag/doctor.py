@@ -8,8 +8,8 @@ from pathlib import Path
 from hydra_rag import sidecar
 from hydra_rag.catalog import load_embedders, table_embedder
 from hydra_rag.chunk import CHUNKER_VERSION
-from hydra_rag.config import load_settings
-from hydra_rag.errors import HydraError
+from hydra_rag.config import Settings, load_settings
+from hydra_rag.errors import HydraError, SidecarCrash
 from hydra_rag.store import TABLES, Store
 
 
@@ -37,14 +37,9 @@ def _gguf_readable(path: Path) -> str:
 
 def run_checks(root: Path | None) -> list[Check]:
     """Environment, models, sidecars, and (if given) the index at `root`."""
-    checks: list[Check] = []
-    try:
-        import llama_cpp
+    from hydra_rag.embed import sidecar_spec
 
-        checks.append(Check("ok", "llama.cpp", f"llama-cpp-python {llama_cpp.__version__}"))
-    except Exception as exc:
-        checks.append(Check("fail", "llama.cpp", f"cannot import llama_cpp: {exc}",
-                            "pip install 'llama-cpp-python[server]'"))
+    checks: list[Check] = [build_check()]
     try:
         settings = load_settings()
         catalog = load_embedders()
@@ -64,18 +59,21 @@ def run_checks(root: Path | None) -> list[Check]:
         else:
             check = _file_check(f"embedder {eid}", path, "hydra-rag rag setup",
                                 "hydra-rag rag setup --force")
+            if check.status == "ok":
+                check = _self_test(check, sidecar_spec(emb, settings))
             if eid not in chosen and check.status == "fail":
                 # Needed only for a folder in a language the chosen embedders do not know.
                 check = replace(check, status="warn", detail=check.detail + " (foreign_embedder)")
             checks.append(check)
     if settings.rerank:
-        checks.append(_reranker_check(settings.reranker))
+        checks.append(_reranker_check(settings))
     for gone in sidecar.clean_stale():
         checks.append(Check("warn", f"sidecar {gone}", "stale record removed (process gone)"))
     for rec in sidecar.all_records():
         st = sidecar.status(rec)
         if st == "ready":
-            checks.append(Check("ok", f"sidecar {rec.id}", f"pid {rec.pid} on {rec.url}"))
+            on = f" ({rec.device})" if rec.device else ""
+            checks.append(Check("ok", f"sidecar {rec.id}", f"pid {rec.pid} on {rec.url}{on}"))
         else:
             checks.append(Check("fail", f"sidecar {rec.id}", f"pid {rec.pid} is {st}",
                                 f"hydra-rag sidecars stop {rec.id}"))
@@ -84,10 +82,60 @@ def run_checks(root: Path | None) -> list[Check]:
     return checks
 
 
-def _reranker_check(rid: str) -> Check:
-    """The reranker `rerank: true` will use: known, installed, loadable."""
-    from hydra_rag.catalog import get_reranker
+def build_check() -> Check:
+    """llama-cpp-python: built by hydra-rag for instructions this machine executes?"""
+    from hydra_rag.llamacpp import build, probe
 
+    name = "llama.cpp"
+    version = build.installed_version()
+    if not version:
+        return Check("fail", name, "llama-cpp-python is not installed", build.rebuild_command())
+    stamp = build.read_stamp()
+    fix = build.rebuild_command()
+    if stamp is None:
+        return Check("warn", name, f"llama-cpp-python {version} was not built by hydra-rag: a "
+                     "plain pip install compiles for every instruction the processor claims "
+                     "(-march=native), and crashes where a claim is false (AMX in some virtual "
+                     "machines)", fix)
+    if stamp.files != build.lib_files():
+        return Check("warn", name, "llama-cpp-python's libraries were replaced since hydra-rag "
+                     "built them", fix)
+    on = [a[len("-DGGML_"):-len("=ON")] for a in stamp.cmake_args
+          if a.startswith("-DGGML_") and a.endswith("=ON")]
+    what = f"llama-cpp-python {stamp.version}, built for {', '.join(on) or 'native flags'}"
+    if stamp.cpu_signature != probe.cpu_signature():
+        if not probe.is_x86_64() or probe.compiler() is None:
+            return Check("warn", name, f"{what} on another processor ({stamp.cpu})", fix)
+        runs = {p.flag: p for p in probe.probe()}
+        bad = [f"{f} ({runs[f].why})" for f in on if f in runs and not runs[f].runs]
+        if bad:
+            return Check("fail", name, f"{what} on another processor ({stamp.cpu}); this one "
+                         f"does not execute {', '.join(bad)}", fix)
+        what += f" on another processor ({stamp.cpu}), all of which run here"
+    return Check("ok", name, f"{what}; GPU backend: {stamp.gpu or 'none'}")
+
+
+def _self_test(check: Check, spec: sidecar.SidecarSpec) -> Check:
+    """`check` (a model file that is fine) with the result of testing the model in a child."""
+    try:
+        info = sidecar.self_test(spec)
+    except SidecarCrash as exc:
+        from hydra_rag.llamacpp.build import rebuild_command
+
+        # The message and where the log is; the frames are in the log.
+        return Check("fail", check.name, "\n".join(str(exc).splitlines()[:2]),
+                     rebuild_command())
+    except HydraError as exc:
+        return Check("fail", check.name, str(exc), check.fix)
+    return replace(check, detail=f"{check.detail}; self-test passed on {info.get('device')}")
+
+
+def _reranker_check(settings: Settings) -> Check:
+    """The reranker `rerank: true` will use: known, installed, loadable, runs."""
+    from hydra_rag.catalog import get_reranker
+    from hydra_rag.rerank import sidecar_spec
+
+    rid = settings.reranker
     name = f"reranker {rid}"
     try:
         rr = get_reranker(rid)
@@ -98,9 +146,11 @@ def _reranker_check(rid: str) -> Check:
         return Check("ok", name, f"served from {rr.url}")
     if not rr.sources:  # registered from a file: only adding it again helps
         add = f"hydra-rag rerankers add {rid} FILE.gguf"
-        return _file_check(name, path, add, add)
-    pull = f"hydra-rag rerankers pull {rid}"
-    return _file_check(name, path, pull, f"{pull} --force")
+        check = _file_check(name, path, add, add)
+    else:
+        pull = f"hydra-rag rerankers pull {rid}"
+        check = _file_check(name, path, pull, f"{pull} --force")
+    return _self_test(check, sidecar_spec(rr, settings)) if check.status == "ok" else check
 
 
 def _file_check(name: str, path: Path, missing_fix: str, broken_fix: str) -> Check:

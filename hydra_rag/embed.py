@@ -15,8 +15,9 @@ import numpy as np
 
 from hydra_rag.catalog import EMBED_PORTS, Embedder
 from hydra_rag.config import Settings
+from hydra_rag.endpoint import JsonEndpoint
 from hydra_rag.errors import EmbedError
-from hydra_rag.sidecar import JsonEndpoint, SidecarSpec, ensure, read_record, restarter
+from hydra_rag.sidecar import SidecarSpec, ensure, read_record, restarter
 
 _QUIET: list[object] = []
 
@@ -138,17 +139,11 @@ class EmbedClient:
         return self.embed([text], self.embedder.query_prefix)[0]
 
 
-def connect(
-    emb: Embedder, settings: Settings, progress: Callable[[str], None] | None = None
-) -> EmbedClient:
-    """An embedding client: a remote URL if configured, else the embedder's local sidecar."""
-    url = settings.embedder_url or emb.url
+def sidecar_spec(emb: Embedder, settings: Settings) -> SidecarSpec:
+    """How the embedder's local sidecar runs (it must have a model file)."""
     path = emb.model_path()
-    tokenizer = Tokenizer(str(path)) if path is not None and path.is_file() else None
-    if url:
-        return EmbedClient(emb, url, emb.id, settings.embed_batch, tokenizer)
     assert path is not None
-    spec = SidecarSpec(
+    return SidecarSpec(
         id=emb.id,
         role="embed",
         model_path=str(path),
@@ -159,7 +154,20 @@ def connect(
         n_batch=emb.max_tokens,
         threads=settings.threads,
         idle_seconds=settings.sidecar_idle_minutes * 60,
+        gpu_layers=settings.gpu_layers,
     )
+
+
+def connect(
+    emb: Embedder, settings: Settings, progress: Callable[[str], None] | None = None
+) -> EmbedClient:
+    """An embedding client: a remote URL if configured, else the embedder's local sidecar."""
+    url = settings.embedder_url or emb.url
+    path = emb.model_path()
+    tokenizer = Tokenizer(str(path)) if path is not None and path.is_file() else None
+    if url:
+        return EmbedClient(emb, url, emb.id, settings.embed_batch, tokenizer)
+    spec = sidecar_spec(emb, settings)
     if progress and read_record(emb.id) is None:
         progress(f"starting embedder sidecar {emb.id}")
     rec = ensure(spec, timeout=settings.sidecar_start_timeout)

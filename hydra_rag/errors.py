@@ -17,6 +17,10 @@ class SidecarError(HydraError):
     """A sidecar process failed to start, died, or does not answer."""
 
 
+class SidecarCrash(SidecarError):
+    """A llama.cpp process died by a signal (an illegal instruction, a memory fault, ...)."""
+
+
 class EmbedError(HydraError):
     """An embeddings endpoint refused or failed a request."""
 

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 from hydra_rag.catalog import RERANK_PORTS, Reranker, get_reranker
 from hydra_rag.config import Settings
 from hydra_rag.contextualize import with_context
+from hydra_rag.endpoint import JsonEndpoint
 from hydra_rag.errors import ConfigError, ModelError, SidecarError
-from hydra_rag.sidecar import JsonEndpoint, SidecarSpec, ensure, restarter
+from hydra_rag.sidecar import SidecarSpec, ensure, restarter
 
 if TYPE_CHECKING:
     from hydra_rag.retrieve import Hit
@@ -70,6 +71,18 @@ class RerankClient:
                                "that is not a score per document") from None
 
 
+def sidecar_spec(rr: Reranker, settings: Settings) -> SidecarSpec:
+    """How the reranker's local sidecar runs (it must have a model file)."""
+    path = rr.model_path()
+    assert path is not None
+    return SidecarSpec(
+        id=rr.id, role="rerank", model_path=str(path), port=rr.port,
+        port_range=(RERANK_PORTS.start, RERANK_PORTS.stop - 1),
+        n_ctx=rr.max_tokens, n_batch=rr.max_tokens, threads=settings.threads,
+        idle_seconds=settings.sidecar_idle_minutes * 60, gpu_layers=settings.gpu_layers,
+    )
+
+
 def connect_reranker(settings: Settings) -> RerankClient:
     """A client for the configured reranker: its URL if it has one, else its local sidecar."""
     rr = get_reranker(settings.reranker)
@@ -82,12 +95,7 @@ def connect_reranker(settings: Settings) -> RerankClient:
                              f"run `hydra-rag rerankers pull {rr.id}`")
         raise ModelError(f"reranker {rr.id!r}: its file {path} is missing; register it again "
                          f"with `hydra-rag rerankers add {rr.id} FILE.gguf`")
-    spec = SidecarSpec(
-        id=rr.id, role="rerank", model_path=str(path), port=rr.port,
-        port_range=(RERANK_PORTS.start, RERANK_PORTS.stop - 1),
-        n_ctx=rr.max_tokens, n_batch=rr.max_tokens, threads=settings.threads,
-        idle_seconds=settings.sidecar_idle_minutes * 60,
-    )
+    spec = sidecar_spec(rr, settings)
     rec = ensure(spec, timeout=settings.sidecar_start_timeout)
     return RerankClient(rr, rec.url, sidecar_id=rr.id,
                         restart=restarter(spec, settings.sidecar_start_timeout))

@@ -1,10 +1,13 @@
 """Sidecars: one long-lived llama.cpp server process per model, on loopback, reused by every
 command, found again through a record in the state folder, stopped after an idle time.
+
+A sidecar tests its model before it serves; one that dies by a signal (a build of llama.cpp
+for instructions this machine does not execute) is reported as a crash, with the command that
+rebuilds llama.cpp, not as a server that cannot be reached.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
@@ -15,12 +18,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from functools import cached_property
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Any
 
-from hydra_rag.errors import HydraError, SidecarError
+from hydra_rag.errors import SidecarCrash, SidecarError
 from hydra_rag.locks import file_lock, write_atomic
 from hydra_rag.paths import dirs
 
@@ -41,6 +43,7 @@ class SidecarSpec:
     threads: int = 0
     idle_seconds: float = 900.0
     chat_format: str = ""
+    gpu_layers: int = -1  # on the GPU when llama.cpp has a GPU backend: -1 = all, 0 = none
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class SidecarRecord:
     pid: int
     started: float
     log: str
+    gpu_layers: int = -1  # as asked for
+    device: str = ""  # where the model runs, as the sidecar said: "CPU", "GPU CUDA0 (...), ..."
 
     @property
     def url(self) -> str:
@@ -97,16 +102,21 @@ def pid_is_sidecar(pid: int, sidecar_id: str) -> bool:
     return b"hydra_rag.sidecar_server" in cmd and sidecar_id.encode() in cmd
 
 
-def health(port: int, sidecar_id: str, timeout: float = 2.0) -> bool:
-    """GET /v1/models answers and serves the model under our id."""
+def served(port: int, sidecar_id: str, timeout: float = 2.0) -> dict[str, Any] | None:
+    """What GET /v1/models says of the model under our id (None if it does not answer so)."""
     try:
         with urllib.request.urlopen(
             f"http://127.0.0.1:{port}/v1/models", timeout=timeout
         ) as resp:
             body = json.loads(resp.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-    return any(m.get("id") == sidecar_id for m in body.get("data", []))
+        return next((m for m in body.get("data", []) if m.get("id") == sidecar_id), None)
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+        return None
+
+
+def health(port: int, sidecar_id: str, timeout: float = 2.0) -> bool:
+    """GET /v1/models answers and serves the model under our id."""
+    return served(port, sidecar_id, timeout) is not None
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -119,76 +129,19 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join("    " + ln for ln in tail) or "(empty log)"
 
 
-@dataclass
-class JsonEndpoint:
-    """JSON POSTs to the /v1 API at `base_url` (a sidecar's, or a remote one) over one kept-alive
-    connection, retried once when the connection was dropped. If it still cannot be reached,
-    `restart` (when given) brings the sidecar back and returns its URL, and the request is sent
-    once more there: an index run survives a sidecar that crashed or was stopped under it.
-    Errors are raised as `error`, name the endpoint as `name` (default: the URL) and end with
-    the sidecar's log tail."""
+def crash_of(sidecar_id: str) -> str:
+    """If the sidecar of this id died by a signal, a message saying so ("" otherwise)."""
+    from hydra_rag.llamacpp.crash import excerpt, explain, signal_in_log
 
-    base_url: str
-    sidecar_id: str | None = None
-    name: str = ""
-    error: type[HydraError] = SidecarError
-    restart: Callable[[], str] | None = None
-
-    @cached_property
-    def _conn(self) -> http.client.HTTPConnection:
-        parts = urlsplit(self.base_url)
-        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        return cls(parts.hostname or "127.0.0.1", parts.port, timeout=600)
-
-    @cached_property
-    def _v1(self) -> str:
-        path = urlsplit(self.base_url).path.rstrip("/")
-        return path if path.endswith("/v1") else path + "/v1"
-
-    def explain(self, msg: str) -> str:
-        """`msg`, followed by the tail of the sidecar's log when there is one."""
-        if self.sidecar_id:
-            rec = read_record(self.sidecar_id)
-            if rec is not None:
-                return f"{msg}\nsidecar log {rec.log}:\n{log_tail(Path(rec.log))}"
-        return msg
-
-    def post(self, route: str, payload: dict[str, object]) -> bytes:
-        """The body of a 200 answer to POST /v1/<route>."""
-        name = self.name or self.base_url
-        body = json.dumps(payload)
-        for attempt in (1, 2, 3):
-            try:
-                self._conn.request("POST", f"{self._v1}/{route}", body=body,
-                                   headers={"Content-Type": "application/json"})
-                resp = self._conn.getresponse()
-                raw = resp.read()
-                break
-            except TimeoutError:
-                # It got the request and is still at it: sending it again would only queue a
-                # second copy behind the first.
-                self._conn.close()
-                raise self.error(self.explain(
-                    f"{name} did not answer within {self._conn.timeout:g}s")) from None
-            except (OSError, http.client.HTTPException) as exc:
-                self._conn.close()
-                if attempt == 1:
-                    continue
-                if attempt == 3 or self.restart is None:
-                    raise self.error(self.explain(f"cannot reach {name}: {exc}")) from None
-                reason = exc
-            # The sidecar is gone: start it again (or find the one another process started).
-            try:
-                self.base_url = self.restart()
-            except HydraError as exc:
-                raise self.error(f"cannot reach {name}: {reason}; starting it again failed: "
-                                 f"{exc}") from None
-            for cached in ("_conn", "_v1"):
-                self.__dict__.pop(cached, None)
-        if resp.status != 200:
-            raise self.error(self.explain(
-                f"{name} answered HTTP {resp.status}: {raw[:300].decode(errors='replace')}"))
-        return raw
+    rec = read_record(sidecar_id)
+    if rec is None or pid_is_sidecar(rec.pid, rec.id):
+        return ""
+    try:
+        text = Path(rec.log).read_text(errors="replace")
+    except OSError:
+        return ""
+    sig = signal_in_log(text)
+    return f"{explain(f'sidecar {sidecar_id!r}', sig, rec.log)}\n{excerpt(text)}" if sig else ""
 
 
 def port_free(port: int) -> bool:
@@ -244,7 +197,8 @@ def ensure(spec: SidecarSpec, timeout: float = 120.0) -> SidecarRecord:
         rec = read_record(spec.id)
         if rec is not None:
             alive = pid_is_sidecar(rec.pid, spec.id)
-            if alive and rec.model_path == spec.model_path and _answers(rec, timeout):
+            same = rec.model_path == spec.model_path and rec.gpu_layers == spec.gpu_layers
+            if alive and same and _answers(rec, timeout):
                 return rec
             if alive:
                 _kill(rec.pid)
@@ -275,31 +229,81 @@ def _answers(rec: SidecarRecord, patience: float) -> bool:
     return _listening(rec.port) and health(rec.port, rec.id, timeout=patience)
 
 
+def _command(spec: SidecarSpec, *extra: str) -> list[str]:
+    """The sidecar process's command line (its settings are all here, none in the environment)."""
+    cmd = [
+        sys.executable, "-m", "hydra_rag.sidecar_server",
+        "--model", spec.model_path, "--alias", spec.id, "--role", spec.role,
+        "--idle", str(spec.idle_seconds), "--threads", str(spec.threads),
+        "--n-ctx", str(spec.n_ctx), "--n-batch", str(spec.n_batch),
+        "--gpu-layers", str(spec.gpu_layers), *extra,
+    ]
+    if spec.chat_format and spec.chat_format != "gguf":
+        cmd += ["--chat-format", spec.chat_format]
+    return cmd
+
+
+def _died(what: str, code: int, log: Path) -> SidecarError:
+    """The error for a sidecar (or its self-test) that exited with `code` while starting."""
+    from hydra_rag.llamacpp.crash import excerpt, explain, signal_in_log
+    from hydra_rag.llamacpp.probe import signal_name
+
+    text = log.read_text(errors="replace") if log.exists() else ""
+    sig = signal_name(code) or signal_in_log(text)
+    if sig:
+        return SidecarCrash(f"{explain(what, sig, str(log))}\n{excerpt(text) or log_tail(log)}")
+    return SidecarError(f"{what} exited with code {code} while starting; log {log}:\n"
+                        f"{log_tail(log)}")
+
+
+def self_test(spec: SidecarSpec, timeout: float = 300.0) -> dict[str, Any]:
+    """Load the model in a child process and test it (one embedding, token or score) as a
+    sidecar does before it serves: what it saw (device, llama.cpp's system info). A crash
+    raises SidecarCrash."""
+    if not Path(spec.model_path).is_file():
+        raise SidecarError(f"model file for {spec.id!r} is missing: {spec.model_path}")
+    log = dirs().sidecars / f"{spec.id}.self-test.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as logf:
+        try:
+            proc = subprocess.run(_command(spec, "--self-test"), stdout=subprocess.PIPE,
+                                  stderr=logf, stdin=subprocess.DEVNULL, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise SidecarError(f"self-test of {spec.id!r} did not finish within {timeout:.0f}s; "
+                               f"log {log}:\n{log_tail(log)}") from None
+    if proc.returncode != 0:
+        raise _died(f"self-test of {spec.id!r}", proc.returncode, log)
+    try:
+        out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise SidecarError(f"self-test of {spec.id!r} printed no report; log {log}") from None
+    return out
+
+
+def _rotate(log: Path) -> None:
+    """Keep the previous run's log (it may hold why that one died) as <id>.prev.log."""
+    if log.exists():
+        log.replace(log.with_suffix(".prev.log"))
+
+
 def _start(spec: SidecarSpec, timeout: float) -> SidecarRecord:
     log = _log_path(spec.id)
     log.parent.mkdir(parents=True, exist_ok=True)
+    _rotate(log)
     tried = []
     for port in _candidate_ports(spec):
         if not port_free(port):
             tried.append(port)
             continue
-        cmd = [
-            sys.executable, "-m", "hydra_rag.sidecar_server",
-            "--model", spec.model_path, "--alias", spec.id, "--role", spec.role,
-            "--port", str(port), "--idle", str(spec.idle_seconds),
-            "--threads", str(spec.threads), "--n-ctx", str(spec.n_ctx),
-            "--n-batch", str(spec.n_batch), "--record", str(_record_path(spec.id)),
-        ]
-        if spec.chat_format and spec.chat_format != "gguf":
-            cmd += ["--chat-format", spec.chat_format]
+        cmd = _command(spec, "--port", str(port), "--record", str(_record_path(spec.id)))
         with log.open("w") as logf:
             proc = subprocess.Popen(
                 cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # outlives the command that started it
             )
-        rec = SidecarRecord(
-            spec.id, spec.role, spec.model_path, port, proc.pid, time.time(), str(log)
-        )
+        rec = SidecarRecord(spec.id, spec.role, spec.model_path, port, proc.pid, time.time(),
+                            str(log), spec.gpu_layers)
         write_atomic(_record_path(spec.id), json.dumps(asdict(rec)))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -307,14 +311,14 @@ def _start(spec: SidecarSpec, timeout: float) -> SidecarRecord:
             if code is not None:
                 _record_path(spec.id).unlink(missing_ok=True)
                 text = log.read_text(errors="replace") if log.exists() else ""
-                if "address already in use" in text.lower():
+                if code > 0 and "address already in use" in text.lower():
                     tried.append(port)
                     break
-                raise SidecarError(
-                    f"sidecar {spec.id!r} exited with code {code} while starting; "
-                    f"log {log}:\n{log_tail(log)}"
-                )
-            if health(port, spec.id, timeout=1.0):
+                raise _died(f"sidecar {spec.id!r}", code, log)
+            info = served(port, spec.id, timeout=1.0)
+            if info is not None:
+                rec = replace(rec, device=str(info.get("device", "")))
+                write_atomic(_record_path(spec.id), json.dumps(asdict(rec)))
                 return rec
             time.sleep(0.2)
         else:

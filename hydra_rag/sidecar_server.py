@@ -5,14 +5,23 @@ A reranker runs in a small app of our own (llama-cpp-python's server has no rera
 `POST /v1/rerank {"query", "documents"}` scores each (query, document) pair with a
 cross-encoder GGUF through llama.cpp's rank pooling, and `GET /v1/models` answers the health
 check like the other sidecars.
+
+Before it serves, a sidecar tests its model (one embedding, one token or one score): a build of
+llama.cpp for instructions this machine does not execute dies right there, by a signal its
+starter reports as a crash. `--self-test` stops after that test and prints what it saw.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import faulthandler
+import json
+import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,14 +102,17 @@ def rank_scores(llm: Any, query: str, documents: list[str], n_ctx: int) -> list[
     return scores
 
 
-def _rerank_app(args: argparse.Namespace, threads: int) -> Any:
+SelfTest = Callable[[], None]
+
+
+def _rerank_app(args: argparse.Namespace, threads: int, gpu_layers: int) -> tuple[Any, SelfTest]:
     import llama_cpp
     from fastapi import FastAPI, HTTPException
 
     llm = llama_cpp.Llama(
         args.model, embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_RANK,
-        n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=args.n_batch,
-        n_threads=threads, n_threads_batch=threads, flash_attn=True, verbose=False,
+        n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=args.n_batch, n_gpu_layers=gpu_layers,
+        n_threads=threads, n_threads_batch=threads, flash_attn=True, verbose=True,
     )
     if llm.pooling_type() != llama_cpp.LLAMA_POOLING_TYPE_RANK:
         raise SystemExit(f"{args.model} is not a reranker (no rank pooling)")
@@ -109,7 +121,10 @@ def _rerank_app(args: argparse.Namespace, threads: int) -> Any:
     lock = threading.Lock()
     app = FastAPI()
 
-    _models_at_once(app, args.alias)
+    def self_test() -> None:
+        scores = rank_scores(llm, "self-test", ["self-test"], n_ctx)
+        if not (len(scores) == 1 and math.isfinite(scores[0])):
+            raise SystemExit(f"self-test: the reranker gave {scores!r} for one pair")
 
     @app.post("/v1/rerank")
     def rerank(req: RerankRequest) -> dict[str, Any]:
@@ -120,30 +135,116 @@ def _rerank_app(args: argparse.Namespace, threads: int) -> Any:
         return {"model": args.alias,
                 "results": [{"index": i, "relevance_score": s} for i, s in enumerate(scores)]}
 
-    return app
+    return app, self_test
 
 
 def main() -> None:
+    # A crash in llama.cpp (SIGILL, SIGSEGV, ...) is named in the log, where the process that
+    # started this one looks for it.
+    faulthandler.enable()
     ap = argparse.ArgumentParser(prog="python -m hydra_rag.sidecar_server")
     ap.add_argument("--model", required=True)
     ap.add_argument("--alias", required=True)
-    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--role", choices=("embed", "chat", "rerank"), required=True)
     ap.add_argument("--idle", type=float, default=900.0, help="seconds without requests; 0 = never")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--n-ctx", type=int, default=512)
     ap.add_argument("--n-batch", type=int, default=512)
+    ap.add_argument("--gpu-layers", type=int, default=-1,
+                    help="layers on the GPU when llama.cpp has a GPU backend; -1 = all, 0 = none")
     ap.add_argument("--chat-format", default="")
     ap.add_argument("--record", default="", help="record file to remove on idle exit")
+    ap.add_argument("--self-test", action="store_true",
+                    help="load the model, test it, print what was seen as JSON and exit")
     args = ap.parse_args()
+    if not args.self_test and not args.port:
+        ap.error("--port is needed to serve")
 
+    _scrub_environment()
     threads = args.threads or (os.cpu_count() or 1)
-    app = _rerank_app(args, threads) if args.role == "rerank" else _openai_app(args, threads)
+    gpu_layers = offloaded_layers(args.gpu_layers)
+    if args.role == "rerank":
+        app, self_test = _rerank_app(args, threads, gpu_layers)
+    else:
+        app, self_test = _openai_app(args, threads, gpu_layers)
+    self_test()
+    info = {"device": device(gpu_layers), "gpu_layers": gpu_layers}
+    if args.self_test:
+        import llama_cpp
+
+        print(json.dumps({**info, "system_info": llama_cpp.llama_print_system_info().decode()}),
+              flush=True)
+        return
+    print(f"self-test passed; serving {args.alias} on 127.0.0.1:{args.port} ({info['device']})",
+          flush=True)
+    _models_at_once(app, args.alias, info)
     _serve(app, args)
 
 
-def _openai_app(args: argparse.Namespace, threads: int) -> Any:
-    from llama_cpp.server.app import create_app
+def _scrub_environment() -> None:
+    """llama-cpp-python's server settings read every environment variable named like one of
+    their fields, without a prefix and in any case (`CACHE`, `PORT`, `MODEL`, `VERBOSE`,
+    `N_CTX`, ...), and `CONFIG_FILE` replaces them all: a user's shell could set any of them,
+    and CACHE=/tmp/x made every sidecar fail. Only HYDRA_RAG_* configures hydra-rag: this
+    process gets its settings as arguments, and those variables are removed before any
+    settings object reads them."""
+    from llama_cpp.server.settings import ConfigFileSettings, ModelSettings, ServerSettings
+
+    names = {"config_file"}
+    for cls in (ModelSettings, ServerSettings, ConfigFileSettings):
+        for name, spec in cls.model_fields.items():
+            names.add(name.lower())
+            if isinstance(spec.alias, str):
+                names.add(spec.alias.lower())
+    for key in [k for k in os.environ if k.lower() in names]:
+        del os.environ[key]
+
+
+def offloaded_layers(wanted: int) -> int:
+    """Layers to put on the GPU: `wanted` (-1 = all) when llama.cpp has a GPU backend, else 0."""
+    import llama_cpp
+
+    return wanted if wanted != 0 and llama_cpp.llama_supports_gpu_offload() else 0
+
+
+def gpu_devices() -> list[str]:
+    """The GPUs llama.cpp's backends see, as "CUDA0 (NVIDIA A10G)"."""
+    import llama_cpp
+
+    try:
+        lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml.so"))
+    except OSError:
+        return []
+    lib.ggml_backend_dev_count.restype = ctypes.c_size_t
+    lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+    lib.ggml_backend_dev_get.restype = ctypes.c_void_p
+    for fn in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
+        getattr(lib, fn).argtypes = [ctypes.c_void_p]
+        getattr(lib, fn).restype = ctypes.c_char_p
+    lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_type.restype = ctypes.c_int
+    gpu_types = (1, 2)  # GGML_BACKEND_DEVICE_TYPE_GPU, _IGPU
+    out = []
+    for i in range(lib.ggml_backend_dev_count()):
+        dev = lib.ggml_backend_dev_get(i)
+        if lib.ggml_backend_dev_type(dev) in gpu_types:
+            name = (lib.ggml_backend_dev_name(dev) or b"?").decode(errors="replace")
+            desc = (lib.ggml_backend_dev_description(dev) or b"").decode(errors="replace")
+            out.append(f"{name} ({desc})" if desc else name)
+    return out
+
+
+def device(gpu_layers: int) -> str:
+    """Where the model runs: "CPU", or the GPU(s) and how many of its layers are there."""
+    if gpu_layers == 0:
+        return "CPU"
+    layers = "all layers" if gpu_layers < 0 else f"{gpu_layers} layers"
+    return f"GPU {', '.join(gpu_devices()) or '(unnamed)'}, {layers}"
+
+
+def _openai_app(args: argparse.Namespace, threads: int, gpu_layers: int) -> tuple[Any, SelfTest]:
+    from llama_cpp.server import app as server
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
     model = ModelSettings(
@@ -155,28 +256,41 @@ def _openai_app(args: argparse.Namespace, threads: int) -> Any:
         n_ubatch=args.n_batch,
         n_threads=threads,
         n_threads_batch=threads,
+        n_gpu_layers=gpu_layers,
         # Flash attention: 1.6x the embedding rate of plain attention on CPU.
         flash_attn=True,
         chat_format=args.chat_format or None,
-        verbose=False,
+        # llama.cpp's own messages go to the log (quiet, it kept nothing to tell a crash by).
+        verbose=True,
     )
     # llama-cpp-python ends a streaming answer early whenever another request arrives
     # (`interrupt_requests`): a health check from any other command would cut the answer off.
-    server = ServerSettings(host="127.0.0.1", port=args.port, interrupt_requests=False)
-    app = create_app(server_settings=server, model_settings=[model])
-    _models_at_once(app, args.alias)
-    return app
+    settings = ServerSettings(host="127.0.0.1", port=args.port or 1, interrupt_requests=False)
+    app = server.create_app(server_settings=settings, model_settings=[model])
+    assert server._llama_proxy is not None
+    llm = server._llama_proxy()
+
+    def self_test() -> None:
+        if args.role == "embed":
+            vec = llm.embed("self-test")
+            if len(vec) != llm.n_embd() or not all(math.isfinite(x) for x in vec):
+                raise SystemExit("self-test: the embedder gave no valid vector")
+        else:
+            llm.create_completion("Hello", max_tokens=1, temperature=0.0)
+
+    return app, self_test
 
 
-def _models_at_once(app: Any, alias: str) -> None:
+def _models_at_once(app: Any, alias: str, info: dict[str, Any]) -> None:
     """Answer GET /v1/models (the health check) without waiting for the model, in either app.
     llama-cpp-python's own route waits for the model lock, so during a long embedding batch or
     answer the sidecar looked dead to every other command, which then killed it. Ours is
-    matched first."""
+    matched first, and says which device serves the model."""
 
     async def models() -> dict[str, Any]:
         return {"object": "list",
-                "data": [{"id": alias, "object": "model", "owned_by": "me", "permissions": []}]}
+                "data": [{"id": alias, "object": "model", "owned_by": "me", "permissions": [],
+                          **info}]}
 
     app.router.add_api_route("/v1/models", models, methods=["GET"])
     app.router.routes.insert(0, app.router.routes.pop())

@@ -16,6 +16,7 @@ from hydra_rag import sidecar
 from hydra_rag.catalog import get_embedder
 from hydra_rag.config import load_settings
 from hydra_rag.embed import connect
+from hydra_rag.endpoint import JsonEndpoint
 from hydra_rag.errors import SidecarError
 
 
@@ -153,7 +154,7 @@ def test_a_busy_sidecar_answers_its_health_check_and_is_kept(model: Path) -> Non
     spec = _spec(model, "t-busy", 19098)
     rec = sidecar.ensure(spec)
     try:
-        endpoint = sidecar.JsonEndpoint(rec.url, "t-busy")
+        endpoint = JsonEndpoint(rec.url, "t-busy")
         texts = [f"paragraph {i}: " + "a long sentence about sidecars and health " * 55
                  for i in range(64)]
         done: dict[str, object] = {}
@@ -261,7 +262,7 @@ def test_a_request_that_times_out_is_not_sent_again() -> None:
     acceptor.start()
     restarts: list[int] = []
     port = server.getsockname()[1]
-    endpoint = sidecar.JsonEndpoint(f"http://127.0.0.1:{port}",
+    endpoint = JsonEndpoint(f"http://127.0.0.1:{port}",
                                     restart=lambda: restarts.append(1) or "")
     endpoint.__dict__["_conn"] = http.client.HTTPConnection("127.0.0.1", port, timeout=0.5)
     try:
