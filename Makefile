@@ -6,13 +6,21 @@ BIN    := $(VENV)/bin
 
 .PHONY: demo test install lint bench clean
 
+# GPU=cuda (or vulkan, hip) adds a GPU backend to the llama.cpp build; GPU=none removes it.
+BUILD_LLAMA = $(BIN)/python -m hydra_rag.llamacpp.build $(if $(GPU),--gpu $(GPU))
+
 $(BIN)/hydra-rag: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	# llama-cpp-python compiles llama.cpp from source here (about 5 minutes on 2 cores).
+	# llama.cpp is compiled for the instruction sets this machine really executes, each probed
+	# by a tiny program, not for all the processor claims (about 5 minutes on 2 cores).
+	$(BUILD_LLAMA)
 	$(BIN)/pip install --disable-pip-version-check -e '.[dev]'
 	touch $@
 
+# Every time: rebuilds llama.cpp only if this machine's probe, the pinned version or the
+# installed files no longer match the build (a venv moved to another processor, say).
 install: $(BIN)/hydra-rag
+	$(BUILD_LLAMA)
 
 demo: install
 	$(BIN)/hydra-rag rag setup
