@@ -19,7 +19,7 @@ from hydra_rag.citations import CitationReport, check_citations
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError, SidecarError
 from hydra_rag.prompt import Prompt, Source, Turn, build_prompt
-from hydra_rag.sidecar import SidecarSpec, ensure, log_tail, read_record, touch
+from hydra_rag.sidecar import SidecarSpec, crash_of, ensure, log_tail, read_record, touch
 
 # Below this cosine similarity (all-MiniLM-L6-v2) and with no keyword hit, a passage is not
 # treated as relevant: the model is not asked to answer from passages that do not bear on it.
@@ -103,6 +103,9 @@ def stream_chat(target: ChatTarget, messages: list[dict[str, str]], params: dict
             raise OSError("the stream ended before [DONE]")
         return "".join(parts), finish
     except (OSError, http.client.HTTPException) as exc:
+        crash = crash_of(target.model_name) if target.log else None
+        if crash is not None:
+            raise crash from None
         where = f"; log {target.log}:\n{log_tail(Path(target.log))}" if target.log else ""
         raise SidecarError(f"chat model {target.describe()} stopped answering ({exc}){where}"
                            ) from None

@@ -67,6 +67,10 @@ def run_checks(root: Path | None) -> list[Check]:
             checks.append(check)
     if settings.rerank:
         checks.append(_reranker_check(settings))
+    for rec in sidecar.all_records():  # before their records go: why a sidecar is gone
+        crash = sidecar.crash_of(rec.id)
+        if crash is not None:
+            checks.append(_crash_check(f"sidecar {rec.id}", crash))
     for gone in sidecar.clean_stale():
         checks.append(Check("warn", f"sidecar {gone}", "stale record removed (process gone)"))
     for rec in sidecar.all_records():
@@ -120,14 +124,20 @@ def _self_test(check: Check, spec: sidecar.SidecarSpec) -> Check:
     try:
         info = sidecar.self_test(spec)
     except SidecarCrash as exc:
-        from hydra_rag.llamacpp.build import rebuild_command
-
-        # The message and where the log is; the frames are in the log.
-        return Check("fail", check.name, "\n".join(str(exc).splitlines()[:2]),
-                     rebuild_command())
+        return _crash_check(check.name, exc)
     except HydraError as exc:
         return Check("fail", check.name, str(exc), check.fix)
     return replace(check, detail=f"{check.detail}; self-test passed on {info.get('device')}")
+
+
+def _crash_check(name: str, exc: SidecarCrash) -> Check:
+    """A crash: the message and where its log is (the frames are in the log); the rebuild
+    command when the signal is one a build for the wrong instructions ends with."""
+    from hydra_rag.llamacpp.build import rebuild_command
+    from hydra_rag.llamacpp.crash import BUILD_SIGNALS
+
+    fix = rebuild_command() if exc.signal in BUILD_SIGNALS else ""
+    return Check("fail", name, "\n".join(str(exc).splitlines()[:2]), fix)
 
 
 def _reranker_check(settings: Settings) -> Check:

@@ -53,9 +53,9 @@ class JsonEndpoint:
         """A sidecar that died by a signal is reported as the crash it was: starting it again
         would only crash again (or, if the crash comes later than its self-test, lose the
         log that says why)."""
-        crash = crash_of(self.sidecar_id) if self.sidecar_id else ""
-        if crash:
-            raise SidecarCrash(crash)
+        crash = crash_of(self.sidecar_id) if self.sidecar_id else None
+        if crash is not None:
+            raise crash
 
     def post(self, route: str, payload: dict[str, object]) -> bytes:
         """The body of a 200 answer to POST /v1/<route>."""
@@ -85,6 +85,8 @@ class JsonEndpoint:
             # The sidecar is gone: start it again (or find the one another process started).
             try:
                 self.base_url = self.restart()
+            except SidecarCrash:
+                raise  # the new one crashed starting: that, not "cannot reach", is the news
             except HydraError as exc:
                 raise self.error(f"cannot reach {name}: {reason}; starting it again failed: "
                                  f"{exc}") from None

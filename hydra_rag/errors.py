@@ -20,6 +20,10 @@ class SidecarError(HydraError):
 class SidecarCrash(SidecarError):
     """A llama.cpp process died by a signal (an illegal instruction, a memory fault, ...)."""
 
+    def __init__(self, message: str, signal: str = "") -> None:
+        super().__init__(message)
+        self.signal = signal  # "SIGILL", ...
+
 
 class EmbedError(HydraError):
     """An embeddings endpoint refused or failed a request."""

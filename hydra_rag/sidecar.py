@@ -129,19 +129,22 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join("    " + ln for ln in tail) or "(empty log)"
 
 
-def crash_of(sidecar_id: str) -> str:
-    """If the sidecar of this id died by a signal, a message saying so ("" otherwise)."""
+def crash_of(sidecar_id: str) -> SidecarCrash | None:
+    """If the sidecar of this id died by a signal, the error that says so."""
     from hydra_rag.llamacpp.crash import excerpt, explain, signal_in_log
 
     rec = read_record(sidecar_id)
     if rec is None or pid_is_sidecar(rec.pid, rec.id):
-        return ""
+        return None
     try:
         text = Path(rec.log).read_text(errors="replace")
     except OSError:
-        return ""
+        return None
     sig = signal_in_log(text)
-    return f"{explain(f'sidecar {sidecar_id!r}', sig, rec.log)}\n{excerpt(text)}" if sig else ""
+    if not sig:
+        return None
+    return SidecarCrash(f"{explain(f'sidecar {sidecar_id!r}', sig, rec.log)}\n{excerpt(text)}",
+                        sig)
 
 
 def port_free(port: int) -> bool:
@@ -251,7 +254,8 @@ def _died(what: str, code: int, log: Path) -> SidecarError:
     text = log.read_text(errors="replace") if log.exists() else ""
     sig = signal_name(code) or signal_in_log(text)
     if sig:
-        return SidecarCrash(f"{explain(what, sig, str(log))}\n{excerpt(text) or log_tail(log)}")
+        return SidecarCrash(f"{explain(what, sig, str(log))}\n{excerpt(text) or log_tail(log)}",
+                            sig)
     return SidecarError(f"{what} exited with code {code} while starting; log {log}:\n"
                         f"{log_tail(log)}")
 

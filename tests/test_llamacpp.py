@@ -5,6 +5,7 @@ illegal instruction), a hostile environment, and the GPU setting's way to the si
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -75,12 +76,61 @@ def test_probe_catches_instructions_this_machine_lacks(probes: list[probe.Probe]
         assert p.why.startswith(("died with SIG", "the kernel refused")), p.why
 
 
+def test_probe_programs_hold_their_instructions(tmp_path: Path) -> None:
+    """A program the compiler reduced to scalar code would "run" on any machine: each one's
+    assembly must hold the instructions its feature is about."""
+    cc = probe.compiler()
+    if cc is None or not probe.is_x86_64():
+        pytest.skip("needs an x86-64 C compiler")
+    for f in probe.FEATURES:
+        cmd = probe.compile_command(cc, f, tmp_path, asm=True)
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            continue  # a compiler too old for it: the probe says so, and the feature is off
+        asm = (tmp_path / f"{f.flag}.s").read_text()
+        assert f.shows and all(re.search(r, asm, re.M) for r in f.shows), f.flag
+
+
+def test_stale_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {"libggml-cpu.so": [10, 1]}
+    monkeypatch.setattr(build, "lib_files", lambda: files)
+    monkeypatch.setattr(build, "installed_version", lambda: "0.3.36")
+    args = ["-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON"]
+    stamp = build.Stamp(requirement="llama-cpp-python==0.3.36", version="0.3.36",
+                        cmake_args=args, gpu="", cpu="X", cpu_signature="s", probes={},
+                        files=files)
+    assert build.stale(stamp, stamp.requirement, args) == ""
+    assert "not built by hydra-rag" in build.stale(None, stamp.requirement, args)
+    assert "wanted llama-cpp-python==0.3.37" in build.stale(stamp, "llama-cpp-python==0.3.37",
+                                                            args)
+    assert "-DGGML_AVX2=OFF" in build.stale(stamp, stamp.requirement,
+                                            ["-DGGML_NATIVE=OFF", "-DGGML_AVX2=OFF"])
+    monkeypatch.setattr(build, "lib_files", lambda: {"libggml-cpu.so": [10, 2]})
+    assert "replaced" in build.stale(stamp, stamp.requirement, args)
+    monkeypatch.setattr(build, "installed_version", lambda: "")
+    assert "not installed" in build.stale(stamp, stamp.requirement, args)
+
+
+def test_requirement_is_the_pinned_one() -> None:
+    text = (Path(build.__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    req = build.requirement()
+    assert req.startswith("llama-cpp-python==") and f'"llama-cpp-python[server]{req[16:]}"' in text
+
+
+def test_build_env_keeps_native_flags_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CFLAGS", "-O2 -march=native -g")
+    monkeypatch.setenv("CMAKE_ARGS", "-DGGML_NATIVE=ON")
+    env = build._build_env(["-DGGML_NATIVE=OFF", "-DGGML_CUDA=ON", "-DX=a b"])
+    assert env["CFLAGS"] == "-O2 -g"
+    assert env["CMAKE_ARGS"] == "-DGGML_NATIVE=OFF -DGGML_CUDA=ON '-DX=a b'"
+
+
 def test_installed_build_is_the_one_for_this_machine(probes: list[probe.Probe]) -> None:
     """The llama-cpp-python the tests run on was built by `make install` for this machine's
     probe, not by pip with -march=native (nor left over from another machine)."""
     stamp = build.read_stamp()
     assert stamp is not None, f"no {build.stamp_path()}: run {build.rebuild_command()}"
-    assert build.stale(stamp, build.requirement(), build.wanted(stamp.gpu)[1]) == ""
+    assert build.stale(stamp, build.requirement(), build.wanted(stamp.gpu, stamp.extra)[1]) == ""
     assert stamp.cpu_signature == probe.cpu_signature()
     on = probe.chosen(probes)
     assert all(f"-DGGML_{f}={'ON' if v else 'OFF'}" in stamp.cmake_args for f, v in on.items())

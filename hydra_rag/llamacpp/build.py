@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
@@ -47,6 +47,7 @@ class Stamp:
     probes: dict[str, str]  # flag -> "runs" or why it does not
     files: dict[str, list[int]]  # llama_cpp/lib file -> [size, mtime_ns]
     system_info: str = ""
+    extra: str = ""  # HYDRA_RAG_CMAKE_ARGS as it was (kept for later runs, like `gpu`)
     built: float = field(default_factory=time.time)
 
 
@@ -110,14 +111,36 @@ def rebuild_command(gpu: str | None = None) -> str:
     return f"{shlex.quote(sys.executable)} -m hydra_rag.llamacpp.build --force{extra}"
 
 
-def wanted(gpu: str) -> tuple[list[cpu.Probe], list[str]]:
-    """This machine's probe and the CMake options it calls for."""
+def extra_args(stamp: Stamp | None) -> str:
+    """The user's own CMake options: HYDRA_RAG_CMAKE_ARGS, else those of the last build."""
+    env = os.environ.get("HYDRA_RAG_CMAKE_ARGS")
+    return env if env is not None else (stamp.extra if stamp else "")
+
+
+def wanted(gpu: str, extra: str = "") -> tuple[list[cpu.Probe], list[str]]:
+    """This machine's probe and the CMake options it calls for (the user's own last)."""
     probes = cpu.probe()
     args = cpu.cmake_args(cpu.chosen(probes)) if probes else []
     if gpu:
         args.append(GPU_BACKENDS[gpu])
-    extra = os.environ.get("HYDRA_RAG_CMAKE_ARGS", "")  # the user's own additions, last
     return probes, args + shlex.split(extra)
+
+
+def _build_env(args: list[str]) -> dict[str, str]:
+    """The environment pip builds in: our CMake options, and no compiler flag of the user's
+    that would bring -march=native back (it defines __AMX_INT8__ and the like for ggml)."""
+    env = {**os.environ, "CMAKE_ARGS": shlex.join(args), "FORCE_CMAKE": "1"}
+    if os.environ.get("CMAKE_ARGS"):
+        print(f"note: CMAKE_ARGS={os.environ['CMAKE_ARGS']!r} is not used; put options of your "
+              "own in HYDRA_RAG_CMAKE_ARGS", file=sys.stderr)
+    for var in ("CFLAGS", "CXXFLAGS"):
+        flags = shlex.split(env.get(var, ""))
+        kept = [f for f in flags if not f.startswith(("-march=", "-mcpu="))]
+        if kept != flags:
+            print(f"note: {var}: {' '.join(set(flags) - set(kept))} left out of the build",
+                  file=sys.stderr)
+            env[var] = shlex.join(kept)
+    return env
 
 
 def stale(stamp: Stamp | None, req: str, args: list[str]) -> str:
@@ -134,6 +157,12 @@ def stale(stamp: Stamp | None, req: str, args: list[str]) -> str:
         return f"built with {' '.join(stamp.cmake_args) or 'native flags'}, this machine wants " \
                f"{' '.join(args) or 'native flags'}"
     return ""
+
+
+def _write(stamp: Stamp) -> None:
+    tmp = stamp_path().with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(stamp), indent=1))
+    tmp.replace(stamp_path())
 
 
 def _pip(*args: str, env: dict[str, str] | None = None) -> None:
@@ -154,7 +183,8 @@ def build(force: bool = False, gpu: str | None = None) -> Stamp:
     """Make the installed llama-cpp-python one built for this machine; returns its stamp."""
     old = read_stamp()
     gpu = (old.gpu if old else "") if gpu is None else ("" if gpu == "none" else gpu)
-    probes, args = wanted(gpu)
+    extra = extra_args(old)
+    probes, args = wanted(gpu, extra)
     for p in probes:
         seen = "runs" if p.runs else p.why
         print(f"  {p.flag:<12} {'claimed' if p.claimed else 'not claimed':<12} {seen}",
@@ -163,14 +193,17 @@ def build(force: bool = False, gpu: str | None = None) -> Stamp:
     why = "forced" if force else stale(old, req, args)
     if not why and old is not None:
         print(f"{DIST} {old.version}: already built for this machine", file=sys.stderr)
+        if old.cpu_signature != cpu.cpu_signature():  # another processor, the same options
+            old = replace(old, cpu=cpu.cpuinfo()[0], cpu_signature=cpu.cpu_signature())
+            _write(old)
         return old
-    print(f"building {req} ({why}) with CMAKE_ARGS={' '.join(args) or '(native)'}",
+    print(f"building {req} ({why}) with CMAKE_ARGS={shlex.join(args) or '(native)'}",
           file=sys.stderr, flush=True)
-    stamp_path().unlink(missing_ok=True)  # a half-done build must not look current
-    env = {**os.environ, "CMAKE_ARGS": " ".join(args), "FORCE_CMAKE": "1"}
     # From source, never from pip's wheel cache: a cached wheel was built with other flags.
+    # (The old stamp stays until the new build is in: if this fails, pip has left the old
+    # build installed, or its files changed and the stamp no longer matches them.)
     _pip("install", "--no-cache-dir", "--no-binary", DIST, "--force-reinstall", "--no-deps",
-         req, env=env)
+         req, env=_build_env(args))
     _pip("install", f"{DIST}[server]{req[len(DIST):]}")  # the server's dependencies
     code, info = system_info()
     if code != 0:
@@ -181,11 +214,9 @@ def build(force: bool = False, gpu: str | None = None) -> Stamp:
         requirement=req, version=installed_version(), cmake_args=args, gpu=gpu, cpu=name,
         cpu_signature=cpu.cpu_signature(),
         probes={p.flag: "runs" if p.runs else p.why for p in probes},
-        files=lib_files(), system_info=info,
+        files=lib_files(), system_info=info, extra=extra,
     )
-    tmp = stamp_path().with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(stamp), indent=1))
-    tmp.replace(stamp_path())
+    _write(stamp)
     print(f"built {DIST} {stamp.version}: {info}", file=sys.stderr)
     return stamp
 
@@ -202,7 +233,7 @@ def main() -> None:
     if args.check:
         old = read_stamp()
         gpu = (old.gpu if old else "") if args.gpu is None else ("" if args.gpu == "none" else args.gpu)
-        why = stale(old, requirement(), wanted(gpu)[1])
+        why = stale(old, requirement(), wanted(gpu, extra_args(old))[1])
         print(why or "current", file=sys.stderr)
         raise SystemExit(1 if why else 0)
     try:

@@ -29,7 +29,7 @@ MEANINGS = {
 
 # How Python's faulthandler names the signal in the log when it dies by one.
 _FAULTHANDLER = {"Illegal instruction": "SIGILL", "Segmentation fault": "SIGSEGV",
-                 "Bus error": "SIGBUS", "Floating-point exception": "SIGFPE",
+                 "Bus error": "SIGBUS", "Floating point exception": "SIGFPE",
                  "Aborted": "SIGABRT"}
 _FATAL = re.compile(r"^Fatal Python error: (" + "|".join(map(re.escape, _FAULTHANDLER)) + r")",
                     re.MULTILINE)

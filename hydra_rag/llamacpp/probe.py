@@ -29,6 +29,7 @@ class Feature:
     claims: tuple[str, ...]  # /proc/cpuinfo flags by which the processor claims it
     needs: tuple[str, ...]  # other features its code in ggml is only built with
     body: str  # C statements; `return 0` only if the instructions ran and computed right
+    shows: tuple[str, ...] = ()  # regexes its assembly must match, each on one line (tested)
 
 
 _AMX_SETUP = """
@@ -39,65 +40,103 @@ _AMX_SETUP = """
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int t = 0; t < 3; t++) { cfg.colsb[t] = 64; cfg.rows[t] = 16; }
+    static uint8_t in[16 * 64] __attribute__((aligned(64)));
     static int32_t out[16 * 16] __attribute__((aligned(64)));
-    out[0] = one;
     _tile_loadconfig(&cfg);
-    _tile_zero(0); _tile_zero(1); _tile_zero(2);
+"""
+# Tiles 1 and 2 full of ones (int8 1, or bf16 1.0 = 0x3f80), tile 0 zero: each element of the
+# product is then 16 rows x 4 int8 pairs = 64, or 16 x 2 bf16 pairs = 32.0f.
+_AMX_ONES = """
+    for (int i = 0; i < (int)sizeof in; i++) in[i] = (uint8_t)(%s);
+    _tile_loadd(1, in, 64); _tile_loadd(2, in, 64); _tile_zero(0);
 """
 _AMX_END = """
     _tile_stored(0, out, 64);
     _tile_release();
-    return out[0] == 0 ? 0 : 3;
+    %s
 """
 
-# In ggml's own order; `needs` mirrors what its CMake and sources assume of each option.
+# In ggml's own order; `needs` mirrors what its CMake and sources assume of each option. Every
+# value passes through H() (an empty asm statement the compiler must assume changes it), so
+# no instruction can be folded away or replaced by a scalar one; test_llamacpp checks that the
+# assembly of each program holds the instructions it is about.
 FEATURES: tuple[Feature, ...] = (
     Feature("SSE42", ("-msse4.2",), ("sse4_2",), (),
-            "return _mm_crc32_u32(0, one) == 0xdd45aab8u ? 0 : 3;"),
+            "unsigned c = one; HS(c); c = _mm_crc32_u32(0, c); HS(c);\n"
+            "    return c == 0xdd45aab8u ? 0 : 3;",
+            shows=(r"crc32l\s",)),
     Feature("AVX", ("-mavx",), ("avx",), ("SSE42",),
-            "float o[8]; _mm256_storeu_ps(o, _mm256_add_ps(_mm256_set1_ps(fone), "
-            "_mm256_set1_ps(fone))); return o[7] == 2.0f ? 0 : 3;"),
+            "__m256 v = _mm256_set1_ps(fone); H(v); v = _mm256_add_ps(v, v); H(v);\n"
+            "    float o[8]; _mm256_storeu_ps(o, v); return o[7] == 2.0f ? 0 : 3;",
+            shows=(r"vaddps\s+%ymm",)),
     Feature("AVX2", ("-mavx2",), ("avx2",), ("AVX",),
-            "int o[8]; __m256i v = _mm256_set1_epi32(one); "
-            "_mm256_storeu_si256((__m256i *)o, _mm256_add_epi32(v, v)); return o[7] == 2 ? 0 : 3;"),
+            "__m256i v = _mm256_set1_epi32(one); H(v); v = _mm256_add_epi32(v, v); H(v);\n"
+            "    int o[8]; _mm256_storeu_si256((__m256i *)o, v); return o[7] == 2 ? 0 : 3;",
+            shows=(r"vpaddd\s+%ymm",)),
     Feature("FMA", ("-mavx", "-mfma"), ("fma",), ("AVX",),
-            "float o[8]; __m256 v = _mm256_set1_ps(fone); "
-            "_mm256_storeu_ps(o, _mm256_fmadd_ps(v, v, v)); return o[0] == 2.0f ? 0 : 3;"),
+            "__m256 v = _mm256_set1_ps(fone); H(v); v = _mm256_fmadd_ps(v, v, v); H(v);\n"
+            "    float o[8]; _mm256_storeu_ps(o, v); return o[0] == 2.0f ? 0 : 3;",
+            shows=(r"vfmadd\w+ps\s+%ymm",)),
     Feature("F16C", ("-mf16c",), ("f16c",), ("AVX",),
-            "float o[4]; _mm_storeu_ps(o, _mm_cvtph_ps(_mm_set1_epi16((short)(0x3c00 * one)))); "
-            "return o[3] == 1.0f ? 0 : 3;"),
+            "__m128i h = _mm_set1_epi16((short)(0x3c00 * one)); H(h);\n"
+            "    __m128 f = _mm_cvtph_ps(h); H(f);\n"
+            "    float o[4]; _mm_storeu_ps(o, f); return o[3] == 1.0f ? 0 : 3;",
+            shows=(r"vcvtph2ps\s",)),
     Feature("BMI2", ("-mbmi2",), ("bmi2",), (),
-            "return _pdep_u32(3u * one, 0xf0u) == 0x30u ? 0 : 3;"),
+            "unsigned x = 3u * one; HS(x); x = _pdep_u32(x, 0xf0u); HS(x);\n"
+            "    return x == 0x30u ? 0 : 3;",
+            shows=(r"pdep\s",)),
     Feature("AVX_VNNI", ("-mavx2", "-mavxvnni"), ("avx_vnni",), ("AVX2",),
-            "int o[8]; __m256i v = _mm256_set1_epi32(one); "
-            "_mm256_storeu_si256((__m256i *)o, _mm256_dpbusd_avx_epi32(v, v, v)); "
-            "return o[0] == 2 ? 0 : 3;"),
+            "__m256i v = _mm256_set1_epi32(one); H(v); v = _mm256_dpbusd_avx_epi32(v, v, v); H(v);\n"
+            "    int o[8]; _mm256_storeu_si256((__m256i *)o, v); return o[0] == 2 ? 0 : 3;",
+            shows=(r"vpdpbusd\s+%ymm",)),
     Feature("AVX512", ("-mavx512f", "-mavx512cd", "-mavx512vl", "-mavx512dq", "-mavx512bw"),
             ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"), ("AVX2", "FMA", "F16C"),
-            "int o[16]; __m512i v = _mm512_set1_epi32(one);\n"
-            "    _mm512_storeu_si512(o, _mm512_conflict_epi32(v));                 /* CD */\n"
-            "    char b[64]; _mm512_storeu_si512(b, _mm512_add_epi8(v, v));         /* BW */\n"
-            "    float f[16]; __m512 x = _mm512_set1_ps(fone);\n"
-            "    _mm512_storeu_ps(f, _mm512_and_ps(x, x));                          /* DQ */\n"
-            "    int p[8]; __m256i w = _mm256_set1_epi32(one);\n"
-            "    _mm256_storeu_si256((__m256i *)p, _mm256_mask_add_epi32(w, 0xff, w, w)); /* VL */\n"
-            "    return o[15] == 0x7fff && b[0] == 2 && f[15] == 1.0f && p[7] == 2 ? 0 : 3;"),
+            "__m512i v = _mm512_set1_epi32(one); H(v);\n"
+            "    __m512i f = _mm512_add_epi32(v, v); H(f);                    /* F */\n"
+            "    __m512i c = _mm512_conflict_epi32(v); H(c);                  /* CD */\n"
+            "    __m512i b = _mm512_add_epi8(v, v); H(b);                     /* BW */\n"
+            "    __m512i q = _mm512_mullo_epi64(v, v); H(q);                  /* DQ */\n"
+            "    __mmask8 k = (__mmask8)(0xff * one);\n"
+            "    __m256i w = _mm256_set1_epi32(one); H(w);\n"
+            "    w = _mm256_mask_add_epi32(w, k, w, w); H(w);                 /* VL */\n"
+            "    int of[16], oc[16], oq[16], ow[8]; char ob[64];\n"
+            "    _mm512_storeu_si512(of, f); _mm512_storeu_si512(oc, c);\n"
+            "    _mm512_storeu_si512(ob, b); _mm512_storeu_si512(oq, q);\n"
+            "    _mm256_storeu_si256((__m256i *)ow, w);\n"
+            "    return of[0] == 2 && oc[15] == 0x7fff && ob[0] == 2 && oq[0] == 1 && ow[7] == 2\n"
+            "        ? 0 : 3;",
+            shows=(r"vpaddd\s+%zmm", r"vpconflictd\s+%zmm", r"vpaddb\s+%zmm",
+                   r"vpmullq\s+%zmm", r"vpaddd\s+%ymm.*\{%k")),
     Feature("AVX512_VBMI", ("-mavx512f", "-mavx512vbmi"), ("avx512vbmi",), ("AVX512",),
-            "char o[64]; __m512i v = _mm512_set1_epi8((char)one); "
-            "_mm512_storeu_si512(o, _mm512_permutexvar_epi8(_mm512_setzero_si512(), v)); "
-            "return o[63] == 1 ? 0 : 3;"),
+            "__m512i v = _mm512_set1_epi8((char)one), i = _mm512_setzero_si512(); H(v); H(i);\n"
+            "    v = _mm512_permutexvar_epi8(i, v); H(v);\n"
+            "    char o[64]; _mm512_storeu_si512(o, v); return o[63] == 1 ? 0 : 3;",
+            shows=(r"vpermb\s+%zmm",)),
     Feature("AVX512_VNNI", ("-mavx512f", "-mavx512vnni"), ("avx512_vnni",), ("AVX512",),
-            "int o[16]; __m512i v = _mm512_set1_epi32(one); "
-            "_mm512_storeu_si512(o, _mm512_dpbusd_epi32(v, v, v)); return o[0] == 2 ? 0 : 3;"),
+            "__m512i v = _mm512_set1_epi32(one); H(v); v = _mm512_dpbusd_epi32(v, v, v); H(v);\n"
+            "    int o[16]; _mm512_storeu_si512(o, v); return o[0] == 2 ? 0 : 3;",
+            shows=(r"vpdpbusd\s+%zmm",)),
     Feature("AVX512_BF16", ("-mavx512f", "-mavx512bf16"), ("avx512_bf16",), ("AVX512",),
-            "short o[32]; __m512 v = _mm512_set1_ps(fone); "
-            "_mm512_storeu_si512(o, (__m512i)_mm512_cvtne2ps_pbh(v, v)); "
-            "return o[0] == 0x3f80 ? 0 : 3;"),
-    Feature("AMX_TILE", ("-mamx-tile",), ("amx_tile",), ("AVX512",), _AMX_SETUP + _AMX_END),
+            "__m512 v = _mm512_set1_ps(fone); H(v);\n"
+            "    __m512i r = (__m512i)_mm512_cvtne2ps_pbh(v, v); H(r);\n"
+            "    short o[32]; _mm512_storeu_si512(o, r); return o[0] == 0x3f80 ? 0 : 3;",
+            shows=(r"vcvtne2ps2bf16\s+%zmm",)),
+    Feature("AMX_TILE", ("-mamx-tile",), ("amx_tile",), ("AVX512",),
+            _AMX_SETUP + _AMX_ONES % "one" + "    _tile_stored(1, out, 64); _tile_release();\n"
+            "    return out[255] == 0x01010101 ? 0 : 3;",
+            shows=(r"ldtilecfg\s", r"tileloadd\s", r"tilestored\s")),
     Feature("AMX_INT8", ("-mamx-tile", "-mamx-int8"), ("amx_int8",),
-            ("AMX_TILE", "AVX512_VNNI"), _AMX_SETUP + "    _tile_dpbssd(0, 1, 2);\n" + _AMX_END),
+            ("AMX_TILE", "AVX512_VNNI"),
+            _AMX_SETUP + _AMX_ONES % "one" + "    _tile_dpbssd(0, 1, 2);\n"
+            + _AMX_END % "return out[255] == 64 ? 0 : 3;",
+            shows=(r"tdpbssd\s",)),
     Feature("AMX_BF16", ("-mamx-tile", "-mamx-bf16"), ("amx_bf16",),
-            ("AMX_TILE", "AVX512_BF16"), _AMX_SETUP + "    _tile_dpbf16ps(0, 1, 2);\n" + _AMX_END),
+            ("AMX_TILE", "AVX512_BF16"),
+            _AMX_SETUP + _AMX_ONES % "i % 2 ? 0x3f * one : 0x80 * one"
+            + "    _tile_dpbf16ps(0, 1, 2);\n"
+            + _AMX_END % "float f; memcpy(&f, &out[255], 4); return f == 32.0f ? 0 : 3;",
+            shows=(r"tdpbf16ps\s",)),
 )
 
 _PROGRAM = """\
@@ -106,6 +145,10 @@ _PROGRAM = """\
 #include <string.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+/* Hide a value (vector, scalar) from the optimiser: it must be computed, by the very
+   instructions asked for. */
+#define H(x) __asm__ volatile("" : "+v"(x))
+#define HS(x) __asm__ volatile("" : "+r"(x))
 /* Read at run time, so the compiler cannot work the answer out and drop the instructions. */
 volatile int volatile_one = 1;
 int main(void) {
@@ -172,20 +215,27 @@ def signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
+def compile_command(cc: str, feature: Feature, folder: Path, asm: bool = False) -> list[str]:
+    """Write the feature's program into `folder`; the command that compiles it (to assembly
+    with `asm`, for the test that the instructions are really there)."""
+    src = folder / f"{feature.flag}.c"
+    src.write_text(_PROGRAM % feature.body)
+    out = folder / (f"{feature.flag}.s" if asm else feature.flag)
+    return [cc, "-O1", *feature.cflags, *(["-S"] if asm else []), str(src), "-o", str(out)]
+
+
 def _try(feature: Feature, cc: str, folder: Path, claims: frozenset[str]) -> Probe:
     claimed = all(c in claims for c in feature.claims)
-    src = folder / f"{feature.flag}.c"
-    exe = folder / feature.flag
-    src.write_text(_PROGRAM % feature.body)
-    built = subprocess.run([cc, "-O1", *feature.cflags, str(src), "-o", str(exe)],
-                           capture_output=True, text=True)
+    built = subprocess.run(compile_command(cc, feature, folder), capture_output=True, text=True)
     if built.returncode != 0:
         first = (built.stderr.strip().splitlines() or ["?"])[0]
         return Probe(feature.flag, claimed, False, f"the compiler cannot build it ({first})")
     try:
-        ran = subprocess.run([str(exe)], capture_output=True, timeout=20)
+        ran = subprocess.run([str(folder / feature.flag)], capture_output=True, timeout=20)
     except subprocess.TimeoutExpired:
         return Probe(feature.flag, claimed, False, "hung")
+    except OSError as exc:  # a temporary folder mounted noexec, say
+        return Probe(feature.flag, claimed, False, f"could not run it ({exc})")
     if ran.returncode == 0:
         return Probe(feature.flag, claimed, True)
     if ran.returncode < 0:
