@@ -202,6 +202,11 @@ def test_crash_in_a_request_is_named(isolated_home: Path, corpus: Path, crasher:
     # Without the crash the same command indexes the folder: nothing else was wrong.
     proc = run_cli("index", str(corpus))
     assert proc.returncode == 0, proc.stderr
+    # A chat model that crashes mid-answer: the same message, not "stopped answering".
+    proc = run_cli("ask", "smollm2-135m", "What do tomatoes need?", "--rag", str(corpus),
+                   "--max-tokens", "20", env={"LD_PRELOAD": str(crasher), "CRASH_AFTER": "1"})
+    assert proc.returncode == 1
+    _assert_crash_named(proc.stderr, "sidecar 'smollm2-135m'")
 
 
 def test_doctor_and_setup_self_test_in_a_child(isolated_home: Path, crasher: Path) -> None:
