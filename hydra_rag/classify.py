@@ -1,4 +1,4 @@
-"""Classify a file as `code` or `prose`: extension first, then the base name, then a shebang."""
+"""Classify a file as `code` or `prose`: extension first, then a shebang, then the base name."""
 
 from __future__ import annotations
 
@@ -57,7 +57,25 @@ _PROSE_NAMES = {
     "install", "thanks", "credits", "faq", "maintainers", "patents",
 }
 
-_SHEBANG_CODE = ("sh", "bash", "zsh", "python", "perl", "ruby", "node", "env", "lua", "php")
+_SHEBANG_CODE = {
+    "sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "python", "pypy", "perl", "ruby", "node",
+    "nodejs", "deno", "bun", "lua", "luajit", "php", "tclsh", "wish", "awk", "gawk", "sed",
+    "make", "rscript", "julia", "groovy", "scala", "kotlin", "elixir", "escript", "guile",
+    "racket", "sbcl", "pwsh", "osascript", "swift", "runghc", "stack", "crystal", "nim", "v",
+}
+
+
+def interpreter(head: str) -> str:
+    """The program a `#!` line runs, without path or version: `#!/usr/bin/env -S python3.11 -u`
+    → `python`; "" if `head` has no such line."""
+    if not head.startswith("#!"):
+        return ""
+    words = head[2:].split("\n", 1)[0].split()
+    prog = words[0].rsplit("/", 1)[-1] if words else ""
+    if prog == "env":  # env's own options and VAR=value settings come before the program
+        rest = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        prog = rest[0].rsplit("/", 1)[-1] if rest else ""
+    return prog.lower().rstrip("0123456789.-")
 
 
 def classify(rel_path: str, head: str = "") -> str:
@@ -73,13 +91,13 @@ def classify(rel_path: str, head: str = "") -> str:
         return PROSE
     if suffix in _CODE_EXT:
         return CODE
+    # A script says what it is in its first line: `install` with `#!/bin/sh` is code, though
+    # `INSTALL` is a prose name.
+    if interpreter(head) in _SHEBANG_CODE:
+        return CODE
     base = lower.split(".", 1)[0]
     if base in _CODE_NAMES:
         return CODE
     if base in _PROSE_NAMES:
         return PROSE
-    if head.startswith("#!"):
-        interp = head[2:].split("\n", 1)[0].strip()
-        if any(word in interp for word in _SHEBANG_CODE):
-            return CODE
     return PROSE

@@ -24,7 +24,9 @@ from typing import Any
 
 from hydra_rag.errors import HydraError
 
-LEXICAL_VERSION = 3  # 2: plural acronyms (APIs) stay whole; 3: words keep combining marks
+# 2: plural acronyms (APIs) stay whole; 3: words keep combining marks; 4: identifiers in any
+# script are split (getÜberName, ИмяПользователя, 数据_处理), not only ASCII ones
+LEXICAL_VERSION = 4
 PREFIX_STEM = 5
 
 # ISO 639-1 → the name LanceDB's stemmer and stop-word lists know.
@@ -36,8 +38,31 @@ STEMMED = {
 }
 BIGRAMS = {"zh", "ja", "ko"}
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z]{2,})|[A-Z]+s(?![a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+# An identifier in any script: a letter or underscore, then letters, digits, underscores.
+_IDENT = re.compile(r"[^\W\d]\w*")
+
+
+@cache
+def _part() -> re.Pattern[str]:
+    """The pieces of one camel-case word in any script: upper-case runs, capitalised words,
+    lower-case runs, digits, and runs of letters that have no case (CJK, Arabic, ...). Python's
+    re has no Unicode property classes, so they are built from the Basic Multilingual Plane
+    once per process; a combining mark stays with its letter."""
+    ranges: dict[str, list[str]] = {"U": [], "L": [], "O": [], "M": []}
+    kind_of = {"Lu": "U", "Lt": "U", "Ll": "L", "Lo": "O", "Lm": "O", "Mn": "M", "Mc": "M",
+               "Me": "M"}
+    start, kind = 0, ""
+    for c in range(0x10001):  # one past the end, to close the last run
+        k = kind_of.get(unicodedata.category(chr(c)), "") if c < 0x10000 else ""
+        if k != kind:
+            if kind:
+                ranges[kind].append(f"\\u{start:04x}-\\u{c - 1:04x}")
+            start, kind = c, k
+    m = "".join(ranges["M"])
+    upper, lower, other = ("[" + "".join(ranges[k]) + "]" for k in "ULO")
+    low = f"(?:{lower}|[{m}])"
+    return re.compile(f"{upper}+(?={upper}{low}{{2,}})|{upper}+s(?!{low})|{upper}?{low}+"
+                      f"|{upper}+|[0-9]+|(?:{other}|[{m}])+")
 
 
 @cache
@@ -104,7 +129,7 @@ class Analysis:
 
 def split_identifier(word: str) -> list[str]:
     """`getUserName` → [get, user, name]; `HTTPServer2` → [http, server, 2]; `a_b` → [a, b]."""
-    return [p.lower() for piece in word.split("_") for p in _PART.findall(piece)]
+    return [p.lower() for piece in word.split("_") for p in _part().findall(piece)]
 
 
 def identifier_terms(text: str) -> str:

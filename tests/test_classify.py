@@ -25,6 +25,14 @@ from hydra_rag.classify import classify
         ("bin/tool", "#!/usr/bin/python3\n", "code"),
         ("notes/ideas", "just some thoughts\n", "prose"),
         ("docs/report.rst", "", "prose"),
+        # A shebang beats a prose base name: `install` is a script, `INSTALL` the instructions.
+        ("install", "#!/bin/sh\nset -e\n", "code"),
+        ("scripts/INSTALL", "#!/usr/bin/env python3\n", "code"),
+        ("INSTALL", "Run ./configure, then make.\n", "prose"),
+        ("CHANGES", "#!! not a shebang line\n", "prose"),
+        ("bin/run", "#!/usr/bin/env -S PYTHONPATH=. python3.11 -u\n", "code"),
+        ("notes/fish-recipes", "#!/usr/bin/env fish\n", "code"),
+        ("notes/shopping", "#! a list, not a program\n", "prose"),
     ],
 )
 def test_classify(path: str, head: str, kind: str) -> None:

@@ -31,6 +31,24 @@ def test_split_identifier() -> None:
     assert split_identifier("APIs") == ["apis"] and split_identifier("parseURLs") == ["parse", "urls"]
 
 
+@pytest.mark.parametrize(("word", "parts"), [
+    ("getÜberName", ["get", "über", "name"]),
+    ("größeBerechnen", ["größe", "berechnen"]),
+    ("calculerLaDurée", ["calculer", "la", "durée"]),
+    ("ИмяПользователя", ["имя", "пользователя"]),
+    ("получитьHTTPОтвет", ["получить", "http", "ответ"]),
+    ("数据_处理", ["数据", "处理"]),
+    ("ΜέγεθοςΑρχείου", ["μέγεθος", "αρχείου"]),
+])
+def test_split_identifier_beyond_ascii(word: str, parts: list[str]) -> None:
+    assert split_identifier(word) == parts
+
+
+def test_identifier_terms_beyond_ascii() -> None:
+    assert identifier_terms("def получитьИмя(): return größe_berechnen").split() == [
+        "получить", "имя", "größe", "berechnen", "größeberechnen"]
+
+
 def test_identifier_terms_keep_parts_and_joined_forms() -> None:
     assert identifier_terms("x = getUserName(a_b)").split() == [
         "get", "user", "name", "a", "b", "ab"]
