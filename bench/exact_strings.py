@@ -8,7 +8,8 @@ other phrases in string literals, compound identifiers (`def`/`class` names), do
 occurs, case-sensitively, in at most two indexed files. A query is a hit at k when one of the
 files holding the string is among the first k results. Prints Hit@1 and Hit@3 by kind for the
 default hybrid search, for `--mode bm25`, and for grep (the files holding the string, most
-occurrences first) as the reference, in one run.
+occurrences first) as the reference, and the default without its literal list (`literal:
+false`), in one run.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import json
 import os
 import random
 import re
+import statistics
 import subprocess
 import sys
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -101,10 +104,12 @@ def main() -> None:
 
     subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    methods = {"default": ("vector", "bm25"), "bm25": ("bm25",), "grep": ()}
+    methods = {"default": ("vector", "bm25"), "no-literal": ("vector", "bm25"),
+               "bm25": ("bm25",), "grep": ()}
     # kind -> method -> [hits at 1, hits at 3, questions]
     score: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
     misses: list[str] = []
+    times: dict[str, list[float]] = defaultdict(list)
     for spec in args.projects.split(","):
         root = fetch_sdist(spec)
         t0 = time.monotonic()
@@ -115,13 +120,19 @@ def main() -> None:
         print(f"{spec}: {len(files)} files indexed ({time.monotonic() - t0:.0f}s), "
               f"{len(qs)} strings", file=sys.stderr)
         searcher = Searcher(root, load_settings())
+        # The default without its literal list, as the reference in the same run.
+        plain = Searcher(root, replace(load_settings(), literal=False))
         for q in qs:
             holders: dict[str, int] = q["files"]  # type: ignore[assignment]
             query = str(q["query"])
             for name, lists in methods.items():
                 if lists:
                     seen: list[str] = []
-                    for h in searcher.search(query, k=10, methods=lists):
+                    which = plain if name == "no-literal" else searcher
+                    t0 = time.perf_counter()
+                    hits = which.search(query, k=10, methods=lists)
+                    times[name].append(time.perf_counter() - t0)
+                    for h in hits:
                         if h.path not in seen:
                             seen.append(h.path)
                 else:  # grep: the files holding it, most occurrences first
@@ -134,6 +145,7 @@ def main() -> None:
                     misses.append(f"{spec} {q['kind']}: {query!r} in {sorted(holders)}; "
                                   f"got {seen[:3]}")
         searcher.close()
+        plain.close()
     print(f"\n{'kind':<11} {'n':>4}  " + "  ".join(f"{m + ' H@1':>12} {m + ' H@3':>12}"
                                                  for m in methods))
     total: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -151,6 +163,8 @@ def main() -> None:
     n = total["default"][2]
     print(f"{'all':<11} {n:>4}  " + "  ".join(
         f"{total[m][0] / n:>12.3f} {total[m][1] / n:>12.3f}" for m in methods))
+    print("median search time: " + ", ".join(
+        f"{m} {statistics.median(v) * 1000:.1f} ms" for m, v in times.items()))
     print("\ndefault misses at 3 (first 15):")
     for line in misses[:15]:
         print("  " + line)

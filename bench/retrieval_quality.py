@@ -56,7 +56,10 @@ REPORT_SIZE = 20
 WRAP = 100
 # name → (search methods, fusion); "hybrid" is the default.
 MODES = {"dense": (("vector",), "score"), "bm25": (("bm25",), "score"),
-         "hybrid-rrf": (("vector", "bm25"), "rrf"), "hybrid": (("vector", "bm25"), "score")}
+         "hybrid-rrf": (("vector", "bm25"), "rrf"),
+         # the default without its literal list: the reference for what that list costs or gains
+         "no-literal": (("vector", "bm25"), "score-noliteral"),
+         "hybrid": (("vector", "bm25"), "score")}
 
 
 def load(name: str, n_queries: int) -> tuple[list[dict[str, str]], dict[str, dict[str, float]]]:
@@ -149,7 +152,8 @@ def evaluate(folder: Path, locate: Locate, queries: list[dict[str, str]],
     from hydra_rag.metrics import distinct, ndcg_at, recall_at, reciprocal_rank
     from hydra_rag.retrieve import Searcher
 
-    settings = replace(load_settings(), fusion=fusion, rerank=bool(rerank_top),
+    settings = replace(load_settings(), fusion=fusion.removesuffix("-noliteral"),
+                       literal=not fusion.endswith("-noliteral"), rerank=bool(rerank_top),
                        rerank_top=rerank_top or 20)
     searcher = Searcher(folder, settings)
     ndcg, recall, mrr, times = [], [], [], []

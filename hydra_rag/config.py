@@ -35,6 +35,7 @@ class Settings:
     search_cache_mb: int = 128
     context_model: str = "smollm2-135m"  # the chat model `index --contextualize` uses
     fusion: str = "score"  # how hybrid lists are fused: score (weighted, normalised) or rrf
+    literal: bool = True  # chunks holding the query as typed come first (score fusion)
     rerank: bool = False  # reorder the first `rerank_top` fused candidates with `reranker`
     reranker: str = "ms-marco-minilm-l12"
     rerank_top: int = 20  # candidates the reranker reads per search (1-100)

@@ -9,6 +9,12 @@ are close to noise. Measured on SciFact and CoSQA (BENCHMARKS.md) it beats Recip
 Fusion by 0.015 and 0.072 nDCG@10: RRF only sees ranks, so a weak list's confident-looking top
 ranks count as much as a strong list's.
 
+A third list, "literal", holds the chunks that contain the query as typed (or the phrase in
+its quotes), case aside, as grep would find them; strings that tokenizers break (`a.b.c`,
+`--flag`, `X-Forwarded-For`, a copied error message) are found there even when BM25's terms and
+the vectors miss them. In score fusion it weighs LITERAL_WEIGHT, so a chunk holding the exact
+string comes before every chunk that does not (setting `literal`, on by default).
+
 RRF (k = 60), score(d) = Σ 1 / (60 + rank), stays available (`fusion: rrf`). Either way lists
 are fused first and cut to top-k after.
 
@@ -51,6 +57,12 @@ FUSIONS = ("score", "rrf")
 _CODE_LIKE = re.compile(r"[a-z][A-Z]|[A-Za-z0-9]_[A-Za-z0-9]|[A-Za-z_]{2,}\.[A-Za-z_]{2,}|\w\(|"
                         r"::|->|[{}\[\];=<>]")
 METHODS = ("vector", "bm25")
+# A chunk that holds the query as typed gets this much on top of its other lists (each at most
+# 1 together): it outranks every chunk that does not.
+LITERAL_WEIGHT = 1.0
+LITERAL_MIN = 4  # shorter strings stand in too many chunks to tell anything
+LITERAL_LIMIT = 200  # chunks taken from one table's literal matches
+_QUOTED = re.compile(r'"([^"]{3,})"|\u201c([^\u201d]{3,})\u201d')
 # Tables up to this many chunks are searched in memory (when search_cache_mb allows).
 CACHED_ROWS = 20_000
 
@@ -93,6 +105,15 @@ def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, f
 def looks_like_code(query: str) -> bool:
     """Does the query name code (an identifier, a call, a dotted path) rather than ask in words?"""
     return bool(_CODE_LIKE.search(query))
+
+
+def literal_phrase(query: str) -> str:
+    """What a chunk must hold verbatim (case aside) to be a literal match: the first quoted
+    phrase, else the query as typed; "" when it is too short to tell anything."""
+    m = _QUOTED.search(query)
+    phrase = (m.group(1) or m.group(2)) if m else query
+    phrase = phrase.strip()
+    return phrase if len(phrase) >= LITERAL_MIN else ""
 
 
 def dense_weight(query: str, table: str, language: str | None, embedder: Embedder | None) -> float:
@@ -213,6 +234,14 @@ class _Cached:
         top = np.argpartition(-sims, limit - 1)[:limit] if limit < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top], kind="stable")].tolist()
         return _Found([self.ids[i] for i in top], sims[top].tolist(), self.rows, top)
+
+    def containing(self, phrase: str, limit: int) -> _Found:
+        """Chunks whose text holds `phrase`, case aside (a scan of the rows in memory)."""
+        import pyarrow.compute as pc
+
+        mask = pc.match_substring(self.rows.column("text"), phrase, ignore_case=True)
+        at = np.flatnonzero(mask.to_numpy(zero_copy_only=False))[:limit].tolist()
+        return _Found([self.ids[i] for i in at], [1.0] * len(at), self.rows, at)
 
     def take(self, found: Any) -> _Found:
         """A full-text result of row ids and scores, pointed at the cached rows (the query and
@@ -382,15 +411,32 @@ class Searcher:
             self._cache[key] = cached
         return cached
 
+    async def _literal(self, tbl: Any, cached: _Cached | None, phrase: str,
+                       columns: list[str]) -> _Found | None:
+        """The chunks of one table that hold `phrase` verbatim, case aside."""
+        if cached:
+            return cached.containing(phrase, LITERAL_LIMIT)
+        quoted = phrase.lower().replace("'", "''")
+        try:
+            found = await (tbl.query().where(f"contains(lower(text), '{quoted}')")
+                           .limit(LITERAL_LIMIT).select(columns).to_arrow())
+        except Exception:  # a string the filter parser rejects: the other lists still answer
+            return None
+        return _Found(found.column("id").to_pylist(), [1.0] * found.num_rows, found,
+                      list(range(found.num_rows)))
+
     async def _search_table(self, store: Store, t: str, stamp: int, vectors: Any,
                             queries: list[str], candidates: int,
-                            use_bm25: bool) -> list[tuple[Any, Any]]:
-        """(vector result, full-text result) per query; None for a list not searched."""
+                            use_bm25: bool, phrase: str) -> tuple[list[tuple[Any, Any]], Any]:
+        """(vector result, full-text result) per query, None for a list not searched; and the
+        literal matches of `phrase` (None when there is none to look for)."""
         key = _key(store.root, t)
         tbl = await self._table(store, t, stamp)
         cached = await self._cached(key, tbl, stamp)
         analysis = self._analysis.get(key)
         columns = self._columns[key]
+        literal = asyncio.ensure_future(self._literal(tbl, cached, phrase, columns)) \
+            if phrase else None
 
         async def fts(q: str) -> Any:
             # The query analysed like this table's text (identifier parts, prefix stems).
@@ -410,10 +456,11 @@ class Searcher:
 
         fts_jobs = [asyncio.ensure_future(fts(q)) for q in queries] if use_bm25 else []
         try:
-            return await self._vectors_then(tbl, cached, fts_jobs, vectors, queries, candidates,
-                                            columns)
+            lists = await self._vectors_then(tbl, cached, fts_jobs, vectors, queries,
+                                             candidates, columns)
+            return lists, (await literal if literal else None)
         finally:
-            for job in fts_jobs:  # after a failure, nothing is left pending
+            for job in [*fts_jobs, *([literal] if literal else [])]:  # nothing left pending
                 job.cancel()
 
     async def _vectors_then(self, tbl: Any, cached: _Cached | None, fts_jobs: list[Any],
@@ -435,7 +482,7 @@ class Searcher:
         return list(zip(vec, bm25, strict=True))
 
     async def _gather(self, queries: list[str], tables: Sequence[str],
-                      candidates: int, methods: Sequence[str]) -> _Lists:
+                      candidates: int, methods: Sequence[str], phrase: str = "") -> _Lists:
         loop = asyncio.get_running_loop()
         unknown = set(methods) - set(METHODS)
         if unknown or not methods:
@@ -458,7 +505,7 @@ class Searcher:
                    for eid in dict.fromkeys(j[2] for j in jobs)}
         results = await asyncio.gather(
             *[self._search_table(store, t, stamp, vectors[eid], queries, candidates,
-                                 "bm25" in methods)
+                                 "bm25" in methods, phrase)
               for store, t, eid, stamp in jobs],
             return_exceptions=True,
         )
@@ -486,7 +533,11 @@ class Searcher:
             # same fused score, however weak it is.
             analysis = self._analysis.get(_key(store.root, t))
             language = analysis.language if analysis else None
-            for i, (vec_hits, fts_hits) in enumerate(res):
+            lists, literal = res
+            if literal is not None:
+                out.add("literal", str(store.root), literal, False,
+                        dense_weight(queries[0], t, language, self._embedder(eid)))
+            for i, (vec_hits, fts_hits) in enumerate(lists):
                 tag = "" if i == 0 else "+context"
                 dense = dense_weight(queries[i], t, language, self._embedder(eid))
                 if vec_hits is not None:
@@ -513,16 +564,23 @@ class Searcher:
         queries = [query]
         if also and also.strip() and also.strip() != query:
             queries.append(also.strip())
-        found = self._loop.run_until_complete(self._gather(queries, tables, candidates, methods))
+        fusion = self.settings.fusion
+        # The literal list is part of the default hybrid (score fusion of both methods) only:
+        # `--mode vector|bm25` and RRF stay what they were.
+        hybrid = "vector" in methods and "bm25" in methods
+        phrase = literal_phrase(query) if (hybrid and fusion == "score"
+                                           and self.settings.literal) else ""
+        found = self._loop.run_until_complete(
+            self._gather(queries, tables, candidates, methods, phrase))
         ranked = {name: sorted(items, key=lambda kv: -kv[1])[:candidates]
                   for name, items in found.scores.items()}
-        fusion = self.settings.fusion
         if fusion == "rrf":
             fused = rrf({name: [key for key, _ in items] for name, items in ranked.items()})
         elif fusion == "score":
-            hybrid = "vector" in methods and "bm25" in methods
 
             def weight(name: str, key: str) -> float:
+                if name == "literal":
+                    return LITERAL_WEIGHT
                 follow_up = name.endswith("+context")
                 dense = found.dense[("+context" if follow_up else "", key)]
                 # One method alone: its own order, whatever table a chunk is in.
