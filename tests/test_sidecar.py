@@ -31,11 +31,13 @@ def model(isolated_home: Path) -> Path:
 
 
 def test_start_reuse_stop(model: Path) -> None:
-    rec = sidecar.ensure(_spec(model, "t-reuse", 19090))
+    # The preferred port when it is free (other tests' sidecars may hold some of the range).
+    port = next(p for p in range(19090, 19100) if sidecar.port_free(p))
+    rec = sidecar.ensure(_spec(model, "t-reuse", port))
     try:
-        assert rec.port == 19090
+        assert rec.port == port
         assert sidecar.health(rec.port, "t-reuse")
-        again = sidecar.ensure(_spec(model, "t-reuse", 19090))
+        again = sidecar.ensure(_spec(model, "t-reuse", port))
         assert again.pid == rec.pid
         assert sidecar.status(rec) == "ready"
         assert [r.id for r in sidecar.all_records()] == ["t-reuse"]
