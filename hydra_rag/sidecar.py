@@ -131,7 +131,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 
 def crash_of(sidecar_id: str) -> SidecarCrash | None:
     """If the sidecar of this id died by a signal, the error that says so."""
-    from hydra_rag.llamacpp.crash import excerpt, explain, signal_in_log
+    from hydra_rag.llamacpp.crash import signal_in_log
 
     rec = read_record(sidecar_id)
     if rec is None or pid_is_sidecar(rec.pid, rec.id):
@@ -141,10 +141,14 @@ def crash_of(sidecar_id: str) -> SidecarCrash | None:
     except OSError:
         return None
     sig = signal_in_log(text)
-    if not sig:
-        return None
-    return SidecarCrash(f"{explain(f'sidecar {sidecar_id!r}', sig, rec.log)}\n{excerpt(text)}",
-                        sig)
+    return _crash(f"sidecar {sidecar_id!r}", sig, Path(rec.log), text) if sig else None
+
+
+def _crash(what: str, sig: str, log: Path, text: str) -> SidecarCrash:
+    """`what` died of `sig`: its meaning, the fix, and where in the log (`text`) it died."""
+    from hydra_rag.llamacpp.crash import excerpt, explain
+
+    return SidecarCrash(f"{explain(what, sig, str(log))}\n{excerpt(text) or log_tail(log)}", sig)
 
 
 def port_free(port: int) -> bool:
@@ -248,14 +252,13 @@ def _command(spec: SidecarSpec, *extra: str) -> list[str]:
 
 def _died(what: str, code: int, log: Path) -> SidecarError:
     """The error for a sidecar (or its self-test) that exited with `code` while starting."""
-    from hydra_rag.llamacpp.crash import excerpt, explain, signal_in_log
+    from hydra_rag.llamacpp.crash import signal_in_log
     from hydra_rag.llamacpp.probe import signal_name
 
     text = log.read_text(errors="replace") if log.exists() else ""
     sig = signal_name(code) or signal_in_log(text)
     if sig:
-        return SidecarCrash(f"{explain(what, sig, str(log))}\n{excerpt(text) or log_tail(log)}",
-                            sig)
+        return _crash(what, sig, log, text)
     return SidecarError(f"{what} exited with code {code} while starting; log {log}:\n"
                         f"{log_tail(log)}")
 
