@@ -25,9 +25,8 @@ With `rerank` on, a cross-encoder then reorders the first `rerank_top` fused can
 from __future__ import annotations
 
 import asyncio
-import re
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,30 +38,28 @@ from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.embed import EmbedClient, connect
 from hydra_rag.errors import HydraError, IndexError_
+from hydra_rag.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
+    CANDIDATES,
+    CODE_DENSE_WEIGHT,
+    DENSE_WEIGHT,
+    FOREIGN_DENSE_WEIGHT,
+    LITERAL_WEIGHT,
+    RRF_K,
+    dense_weight,
+    literal_phrase,
+    looks_like_code,
+    rrf,
+    score_fusion,
+)
 from hydra_rag.lexical import Analysis
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.rerank import RerankClient, check_top, connect_reranker, rerank
 from hydra_rag.store import FTS_COLUMN, TABLES, Store
 
-RRF_K = 60
-# Candidates taken from each list before fusion; fusion happens before the cut to top-k.
-# Min-max normalisation uses the whole list: 100 measured better than 50 on SciFact.
-CANDIDATES = 100
-DENSE_WEIGHT = 0.5
-CODE_DENSE_WEIGHT = 0.75
-FOREIGN_DENSE_WEIGHT = 0.1
 FOLLOW_UP_WEIGHT = 0.5  # the lists of the previous question, searched along with a follow-up
 FUSIONS = ("score", "rrf")
-# camelCase, snake_case, a dotted name (os.path, README.md — not "e.g." or "2.0"), a call, ::, ->
-_CODE_LIKE = re.compile(r"[a-z][A-Z]|[A-Za-z0-9]_[A-Za-z0-9]|[A-Za-z_]{2,}\.[A-Za-z_]{2,}|\w\(|"
-                        r"::|->|[{}\[\];=<>]")
 METHODS = ("vector", "bm25")
-# A chunk that holds the query as typed gets this much on top of its other lists (each at most
-# 1 together): it outranks every chunk that does not.
-LITERAL_WEIGHT = 1.0
-LITERAL_MIN = 4  # shorter strings stand in too many chunks to tell anything
 LITERAL_LIMIT = 200  # chunks taken from one table's literal matches
-_QUOTED = re.compile(r'"([^"]{3,})"|\u201c([^\u201d]{3,})\u201d')
 # Tables up to this many chunks are searched in memory (when search_cache_mb allows).
 CACHED_ROWS = 20_000
 
@@ -88,66 +85,6 @@ class Hit:
 def _key(store: object, name: str) -> str:
     """One key for a thing of a store: a chunk (chunk id) or a table (its name)."""
     return f"{store}\0{name}"
-
-
-def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
-    """Fuse ranked id lists: (id, score, {list: 1-based rank}) best first; ties by id."""
-    scores: dict[str, float] = {}
-    ranks: dict[str, dict[str, int]] = {}
-    for name, ids in lists.items():
-        for rank, doc in enumerate(ids, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
-            ranks.setdefault(doc, {})[name] = rank
-    order = sorted(scores, key=lambda d: (-scores[d], d))
-    return [(d, scores[d], ranks[d]) for d in order]
-
-
-def looks_like_code(query: str) -> bool:
-    """Does the query name code (an identifier, a call, a dotted path) rather than ask in words?"""
-    return bool(_CODE_LIKE.search(query))
-
-
-def literal_phrase(query: str) -> str:
-    """What a chunk must hold verbatim (case aside) to be a literal match: the first quoted
-    phrase, else the query as typed; "" when it is too short to tell anything."""
-    m = _QUOTED.search(query)
-    phrase = (m.group(1) or m.group(2)) if m else query
-    phrase = phrase.strip()
-    return phrase if len(phrase) >= LITERAL_MIN else ""
-
-
-def dense_weight(query: str, table: str, language: str | None, embedder: Embedder | None) -> float:
-    """The weight of the vector list for chunks of one table (BM25 gets the rest)."""
-    if language and embedder is not None and not embedder.knows(language):
-        return FOREIGN_DENSE_WEIGHT
-    if table == "code" and not looks_like_code(query):
-        return CODE_DENSE_WEIGHT
-    return DENSE_WEIGHT
-
-
-def score_fusion(lists: Mapping[str, Sequence[tuple[str, float]]],
-                 weight: Callable[[str, str], float],
-                 depth: int = CANDIDATES) -> list[tuple[str, float, dict[str, int]]]:
-    """Fuse ranked lists of (id, raw score), best first: each list min-max normalised over its
-    candidates, weighted by weight(list name, id), summed. (id, score, {list: rank}) best first.
-
-    A BM25 list shorter than `depth` holds every chunk that matches at all: its floor is then 0
-    (no match), not its last entry — otherwise, in a small folder where two chunks match, the
-    second would count as no match."""
-    scores: dict[str, float] = {}
-    ranks: dict[str, dict[str, int]] = {}
-    for name, items in lists.items():
-        if not items:
-            continue
-        hi, lo = items[0][1], items[-1][1]
-        if name.startswith("bm25") and len(items) < depth:
-            lo = min(lo, 0.0)
-        for rank, (doc, raw) in enumerate(items, start=1):
-            norm = (raw - lo) / (hi - lo) if hi > lo else 1.0
-            scores[doc] = scores.get(doc, 0.0) + weight(name, doc) * norm
-            ranks.setdefault(doc, {})[name] = rank
-    order = sorted(scores, key=lambda d: (-scores[d], d))
-    return [(d, scores[d], ranks[d]) for d in order]
 
 
 def find_index_root(start: Path) -> Path:
