@@ -4,12 +4,12 @@
 
 The set is sampled from each project's indexed `.py` files (fixed seed): error messages and
 other phrases in string literals, compound identifiers (`def`/`class` names), dotted names
-(`a.b.c`) and hyphenated names (`--no-color`, `X-Forwarded-For`), each kept only if it
-occurs, case-sensitively, in at most two indexed files. A query is a hit at k when one of the
-files holding the string is among the first k results. Prints Hit@1 and Hit@3 by kind for the
-default hybrid search, for `--mode bm25`, and for grep (the files holding the string, most
-occurrences first) as the reference, and the default without its literal list (`literal:
-false`), in one run.
+(`a.b.c`), hyphenated names (`--no-color`, `X-Forwarded-For`), and questions about such a name
+("what calls get_current_context"); each string is kept only if it occurs, case-sensitively, in
+at most two indexed files. A query is a hit at k when one of the files holding the string is
+among the first k results. Prints Hit@1 and Hit@3 by kind for the default hybrid search, for
+`--mode bm25`, for grep (the files holding the string, most occurrences first) as the
+reference, and for the default without its literal lists (`literal: false`), in one run.
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-KINDS = ("message", "identifier", "dotted", "hyphenated")
+KINDS = ("message", "identifier", "dotted", "hyphenated", "question")
+# A question about a name, as a developer types it: the name is there verbatim, the query is not.
+QUESTIONS = ("where is {} defined", "what does {} do?", "how is {} used", "explain {}",
+             "when is {} called", "what calls {}")
 _DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}(?![\w(])")
 _HYPHEN = re.compile(r"(?<![\w-])-{0,2}[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+(?![\w-])")
 _COMPOUND = re.compile(r"^_*[a-z]+(?:_[a-z0-9]+)+$|^_*[A-Za-z][a-z0-9]+(?:[A-Z][a-z0-9]+)+$")
@@ -74,15 +77,20 @@ def sample(root: Path, files: list[str], per_kind: int, seed: int) -> list[dict[
                 found[kind] |= strings
     rng = random.Random(seed)
     out = []
+    taken: set[str] = set()
     for kind in KINDS:
-        pool = sorted(found[kind])
+        names = ("identifier", "dotted", "hyphenated")
+        pool = sorted(found[kind]) if kind != "question" else sorted(
+            set().union(*(found[n] for n in names)) - taken)
         rng.shuffle(pool)
         kept = 0
         for s in pool:
             holders = {rel: t.count(s) for rel, t in texts.items() if s in t}
             if not 1 <= len(holders) <= 2:
                 continue
-            out.append({"kind": kind, "query": s, "files": holders})
+            taken.add(s)
+            query = rng.choice(QUESTIONS).format(s) if kind == "question" else s
+            out.append({"kind": kind, "query": query, "files": holders})
             kept += 1
             if kept == per_kind:
                 break

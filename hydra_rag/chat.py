@@ -210,7 +210,7 @@ class Chat:
         hits = self.searcher.search(question, self.top_k, also=also)
         self.warnings = list(self.searcher.warnings)
         relevant = [h for h in hits
-                    if any(name.startswith(("bm25", "literal")) for name in h.ranks)
+                    if any(name.startswith(("bm25", "literal", "term:")) for name in h.ranks)
                     or (h.similarity is not None and h.similarity >= MIN_SIMILARITY)]
         sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text, h.section)
                    for i, h in enumerate(relevant, start=1)]

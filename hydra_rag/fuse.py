@@ -3,8 +3,9 @@
 Default ("score"): each list's raw scores are min-max normalised over its candidates (its
 best = 1, its last = 0) and a chunk's score is the weighted sum, `w · vector + (1 - w) · bm25`,
 with the dense weight w chosen per table and query (`dense_weight`). The literal list (chunks
-holding the query as typed, `literal_phrase`) weighs LITERAL_WEIGHT on top. RRF (k = 60) is
-the alternative (`fusion: rrf`).
+holding the query as typed, `literal_phrase`) weighs LITERAL_WEIGHT on top, and each rare name
+inside a longer query (`literal_terms`) TERM_WEIGHT. RRF (k = 60) is the alternative
+(`fusion: rrf`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,20 @@ _CODE_LIKE = re.compile(r"[a-z][A-Z]|[A-Za-z0-9]_[A-Za-z0-9]|[A-Za-z_]{2,}\.[A-Z
 LITERAL_WEIGHT = 1.0
 LITERAL_MIN = 4  # shorter strings stand in too many chunks to tell anything
 _QUOTED = re.compile(r'"([^"]{3,})"|\u201c([^\u201d]{3,})\u201d')
+# A name inside a longer query ("what calls get_current_context"): each is a list of its own,
+# the chunks holding it verbatim, weighing TERM_WEIGHT — if it is rare enough to tell anything
+# (in at most TERM_MAX chunks of the folders searched). A rare name found exactly is decisive
+# evidence that a weak vector top must not outweigh.
+TERM_WEIGHT = 0.5
+TERM_MAX = 20
+TERMS = 3  # names looked for per query, at most
+_BACKTICKED = re.compile(r"`([^`\n]+)`")
+# camelCase (lower, upper, lower: not mRNA or iPSC), snake_case, _private, a dotted or ::
+# path, ->, a --flag, a Header-Name (every part capitalised: not loss-of-function), hex
+_NAME = re.compile(r"[a-z][A-Z][a-z]|[A-Za-z0-9]_[A-Za-z0-9]|^_+[A-Za-z]|"
+                   r"[A-Za-z_]{2,}\.[A-Za-z_]{2,}|::|->|^--?[A-Za-z]|"
+                   r"^[A-Z][A-Za-z0-9]*(?:-[A-Z][A-Za-z0-9]*)+$|^0x[0-9A-Fa-f]+$")
+_EDGE = "?!,;:.\"'()[]{}<>"
 
 
 def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
@@ -55,6 +70,23 @@ def literal_phrase(query: str) -> str:
     phrase = (m.group(1) or m.group(2)) if m else query
     phrase = phrase.strip()
     return phrase if len(phrase) >= LITERAL_MIN else ""
+
+
+def literal_terms(query: str) -> list[str]:
+    """The names in a query (backticked spans, snake_case, camelCase, dotted and `::` paths,
+    `--flags`, Header-Names, hex numbers) to look for verbatim on their own; not the
+    literal phrase itself, which has a list of its own."""
+    whole = literal_phrase(query).lower()
+    found = [m.group(1).strip() for m in _BACKTICKED.finditer(query)]
+    for token in _BACKTICKED.sub(" ", query).split():
+        token = token.strip(_EDGE).removesuffix("()").strip(_EDGE)
+        if _NAME.search(token):
+            found.append(token)
+    terms: list[str] = []
+    for t in found:
+        if len(t) >= LITERAL_MIN and t.lower() != whole and t.lower() not in map(str.lower, terms):
+            terms.append(t)
+    return terms[:TERMS]
 
 
 def dense_weight(query: str, table: str, language: str | None, embedder: Embedder | None) -> float:

@@ -13,7 +13,10 @@ A third list, "literal", holds the chunks that contain the query as typed (or th
 its quotes), case aside, as grep would find them; strings that tokenizers break (`a.b.c`,
 `--flag`, `X-Forwarded-For`, a copied error message) are found there even when BM25's terms and
 the vectors miss them. In score fusion it weighs LITERAL_WEIGHT, so a chunk holding the exact
-string comes before every chunk that does not (setting `literal`, on by default).
+string comes before every chunk that does not (setting `literal`, on by default). A rare name
+inside a longer query ("what calls get_current_context": a snake_case, camelCase, dotted or
+backticked name in at most TERM_MAX chunks) gets a list of its own of the chunks holding it,
+weighing TERM_WEIGHT, so a weak vector top does not outrank the few chunks that name it.
 
 RRF (k = 60), score(d) = Σ 1 / (60 + rank), stays available (`fusion: rrf`). Either way lists
 are fused first and cut to top-k after.
@@ -45,8 +48,11 @@ from hydra_rag.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of thi
     FOREIGN_DENSE_WEIGHT,
     LITERAL_WEIGHT,
     RRF_K,
+    TERM_MAX,
+    TERM_WEIGHT,
     dense_weight,
     literal_phrase,
+    literal_terms,
     looks_like_code,
     rrf,
     score_fusion,
@@ -348,15 +354,15 @@ class Searcher:
             self._cache[key] = cached
         return cached
 
-    async def _literal(self, tbl: Any, cached: _Cached | None, phrase: str,
+    async def _literal(self, tbl: Any, cached: _Cached | None, phrase: str, limit: int,
                        columns: list[str]) -> _Found | None:
-        """The chunks of one table that hold `phrase` verbatim, case aside."""
+        """The chunks of one table that hold `phrase` verbatim, case aside (at most `limit`)."""
         if cached:
-            return cached.containing(phrase, LITERAL_LIMIT)
+            return cached.containing(phrase, limit)
         quoted = phrase.lower().replace("'", "''")
         try:
             found = await (tbl.query().where(f"contains(lower(text), '{quoted}')")
-                           .limit(LITERAL_LIMIT).select(columns).to_arrow())
+                           .limit(limit).select(columns).to_arrow())
         except Exception:  # a string the filter parser rejects: the other lists still answer
             return None
         return _Found(found.column("id").to_pylist(), [1.0] * found.num_rows, found,
@@ -364,16 +370,17 @@ class Searcher:
 
     async def _search_table(self, store: Store, t: str, stamp: int, vectors: Any,
                             queries: list[str], candidates: int,
-                            use_bm25: bool, phrase: str) -> tuple[list[tuple[Any, Any]], Any]:
+                            use_bm25: bool, needles: Sequence[tuple[str, str, int]],
+                            ) -> tuple[list[tuple[Any, Any]], dict[str, Any]]:
         """(vector result, full-text result) per query, None for a list not searched; and the
-        literal matches of `phrase` (None when there is none to look for)."""
+        literal matches of each needle (list name, string, limit), None where the filter failed."""
         key = _key(store.root, t)
         tbl = await self._table(store, t, stamp)
         cached = await self._cached(key, tbl, stamp)
         analysis = self._analysis.get(key)
         columns = self._columns[key]
-        literal = asyncio.ensure_future(self._literal(tbl, cached, phrase, columns)) \
-            if phrase else None
+        literal = {name: asyncio.ensure_future(self._literal(tbl, cached, s, limit, columns))
+                   for name, s, limit in needles}
 
         async def fts(q: str) -> Any:
             # The query analysed like this table's text (identifier parts, prefix stems).
@@ -395,9 +402,9 @@ class Searcher:
         try:
             lists = await self._vectors_then(tbl, cached, fts_jobs, vectors, queries,
                                              candidates, columns)
-            return lists, (await literal if literal else None)
+            return lists, {name: await job for name, job in literal.items()}
         finally:
-            for job in [*fts_jobs, *([literal] if literal else [])]:  # nothing left pending
+            for job in [*fts_jobs, *literal.values()]:  # nothing left pending
                 job.cancel()
 
     async def _vectors_then(self, tbl: Any, cached: _Cached | None, fts_jobs: list[Any],
@@ -419,7 +426,8 @@ class Searcher:
         return list(zip(vec, bm25, strict=True))
 
     async def _gather(self, queries: list[str], tables: Sequence[str],
-                      candidates: int, methods: Sequence[str], phrase: str = "") -> _Lists:
+                      candidates: int, methods: Sequence[str],
+                      needles: Sequence[tuple[str, str, int]] = ()) -> _Lists:
         loop = asyncio.get_running_loop()
         unknown = set(methods) - set(METHODS)
         if unknown or not methods:
@@ -442,7 +450,7 @@ class Searcher:
                    for eid in dict.fromkeys(j[2] for j in jobs)}
         results = await asyncio.gather(
             *[self._search_table(store, t, stamp, vectors[eid], queries, candidates,
-                                 "bm25" in methods, phrase)
+                                 "bm25" in methods, needles)
               for store, t, eid, stamp in jobs],
             return_exceptions=True,
         )
@@ -471,9 +479,10 @@ class Searcher:
             analysis = self._analysis.get(_key(store.root, t))
             language = analysis.language if analysis else None
             lists, literal = res
-            if literal is not None:
-                out.add("literal", str(store.root), literal, False,
-                        dense_weight(queries[0], t, language, self._embedder(eid)))
+            for name, matches in literal.items():
+                if matches is not None:
+                    out.add(name, str(store.root), matches, False,
+                            dense_weight(queries[0], t, language, self._embedder(eid)))
             for i, (vec_hits, fts_hits) in enumerate(lists):
                 tag = "" if i == 0 else "+context"
                 dense = dense_weight(queries[i], t, language, self._embedder(eid))
@@ -505,12 +514,19 @@ class Searcher:
         # The literal list is part of the default hybrid (score fusion of both methods) only:
         # `--mode vector|bm25` and RRF stay what they were.
         hybrid = "vector" in methods and "bm25" in methods
-        phrase = literal_phrase(query) if (hybrid and fusion == "score"
-                                           and self.settings.literal) else ""
+        needles: list[tuple[str, str, int]] = []
+        if hybrid and fusion == "score" and self.settings.literal:
+            phrase = literal_phrase(query)
+            needles = [("literal", phrase, LITERAL_LIMIT)] if phrase else []
+            # One more than TERM_MAX, to tell a rare name from a common one.
+            needles += [(f"term:{t}", t, TERM_MAX + 1) for t in literal_terms(query)]
         found = self._loop.run_until_complete(
-            self._gather(queries, tables, candidates, methods, phrase))
+            self._gather(queries, tables, candidates, methods, needles))
         ranked = {name: sorted(items, key=lambda kv: -kv[1])[:candidates]
-                  for name, items in found.scores.items()}
+                  for name, items in found.scores.items()
+                  # a name in more chunks than TERM_MAX (over every table and folder) tells
+                  # nothing a list of its own should weigh
+                  if not (name.startswith("term:") and len(items) > TERM_MAX)}
         if fusion == "rrf":
             fused = rrf({name: [key for key, _ in items] for name, items in ranked.items()})
         elif fusion == "score":
@@ -518,6 +534,8 @@ class Searcher:
             def weight(name: str, key: str) -> float:
                 if name == "literal":
                     return LITERAL_WEIGHT
+                if name.startswith("term:"):
+                    return TERM_WEIGHT
                 follow_up = name.endswith("+context")
                 dense = found.dense[("+context" if follow_up else "", key)]
                 # One method alone: its own order, whatever table a chunk is in.

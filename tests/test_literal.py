@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli, write_tree
-from hydra_rag.retrieve import literal_phrase
+from hydra_rag.retrieve import TERM_MAX, literal_phrase, literal_terms
 
 
 @pytest.mark.parametrize(("query", "phrase"), [
@@ -32,7 +32,7 @@ def strings(home: Path, tmp_path: Path) -> Path:
         f"src/mod{i}.py": (f'"""Request headers, part {i}."""\n\n'
                            f"def header_{i}(request):\n"
                            f"    return request.headers.get('X-Header-{i}')\n")
-        for i in range(12)
+        for i in range(TERM_MAX + 4)  # request.headers.get: too common to be decisive
     }
     files["src/helpers.py"] = (
         '"""Helpers."""\n\n'
@@ -47,6 +47,22 @@ def strings(home: Path, tmp_path: Path) -> Path:
     proc = run_cli("index", str(root))
     assert proc.returncode == 0, proc.stderr
     return root
+
+
+@pytest.mark.parametrize(("query", "terms"), [
+    ("what calls get_current_context", ["get_current_context"]),
+    ("where is flask.helpers.send_file defined?", ["flask.helpers.send_file"]),
+    ("how does --no-color work", ["--no-color"]),
+    ("explain the X-Forwarded-For header", ["X-Forwarded-For"]),
+    ("is getCurrentContext() used, or `Context.invoke`", ["Context.invoke", "getCurrentContext"]),
+    ("what is 0x7f in foo::bar", ["0x7f", "foo::bar"]),
+    ("get_current_context", []),  # the whole query: the literal list already looks for it
+    ("what is the capital of Mongolia?", []),
+    ("e.g. the IL-6 and TNF-alpha levels", []),  # one hyphen: a word, not a name
+    ("a_b1 c_d2 e_f3 g_h4 i_j5", ["a_b1", "c_d2", "e_f3"]),  # three at most
+])
+def test_literal_terms(query: str, terms: list[str]) -> None:
+    assert literal_terms(query) == terms
 
 
 def _paths(proc_stdout: str) -> list[str]:
@@ -77,3 +93,22 @@ def test_modes_and_setting_leave_it_out(strings: Path) -> None:
     proc = run_cli("search", "X-Unique-Header-zqxjkv", "--path", str(strings), "--json",
                    env={"HYDRA_RAG_LITERAL": "false"})
     assert all("literal" not in r["ranks"] for r in json.loads(proc.stdout)["results"])
+
+
+def test_rare_name_in_a_question(strings: Path) -> None:
+    # The name stands in one chunk: that chunk comes first, through a list of its own.
+    for q in ("what calls trusted_proxy?", "where is `X-Unique-Header-zqxjkv` read"):
+        proc = run_cli("search", q, "--path", str(strings), "--json", "-k", "5")
+        assert proc.returncode == 0, proc.stderr
+        got = json.loads(proc.stdout)["results"]
+        assert got[0]["path"] == "src/helpers.py", q
+        assert any(name.startswith("term:") for name in got[0]["ranks"]), got[0]["ranks"]
+    # In more than TERM_MAX chunks a name tells nothing: no list for it.
+    proc = run_cli("search", "how is request.headers.get used", "--path", str(strings), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert all(not name.startswith("term:")
+               for r in json.loads(proc.stdout)["results"] for name in r["ranks"])
+    proc = run_cli("search", "what calls trusted_proxy?", "--path", str(strings), "--json",
+                   env={"HYDRA_RAG_LITERAL": "false"})
+    assert all(not name.startswith("term:")
+               for r in json.loads(proc.stdout)["results"] for name in r["ranks"])
