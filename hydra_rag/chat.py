@@ -146,7 +146,7 @@ class Chat:
     def __init__(self, model: ChatModel, roots: list[Path], settings: Settings, *,
                  session: str | None = None, new: bool = False, system: str | None = None,
                  params: dict[str, Any] | None = None, top_k: int = 5, use_rag: bool = True,
-                 save: bool = True, federated: bool = False) -> None:
+                 save: bool = True, federated: bool = False, bundle: str | None = None) -> None:
         from hydra_rag.embed import Tokenizer
 
         self.model = model
@@ -172,7 +172,8 @@ class Chat:
         self.name = session or sessions.default_name(model.id, roots)
         doc = None if new else sessions.load(self.name)
         self.doc: dict[str, Any] = doc or {
-            "name": self.name, "model": model.id, "stores": [str(r) for r in roots],
+            "name": self.name, "model": model.id, **({"bundle": bundle} if bundle else {}),
+            "stores": [str(r) for r in roots],
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "turns": []}
         self.last: TurnResult | None = None
         self._stop = threading.Event()

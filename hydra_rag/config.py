@@ -33,6 +33,8 @@ class Settings:
     # Memory a search process may use to hold small tables' vectors and rows (0: none); see
     # retrieve.Searcher for why.
     search_cache_mb: int = 128
+    # The chat model (or bundle alias) `ask` and `chat` use when none is named.
+    default_model: str = "smollm2-135m"
     context_model: str = "smollm2-135m"  # the chat model `index --contextualize` uses
     fusion: str = "score"  # how hybrid lists are fused: score (weighted, normalised) or rrf
     literal: bool = True  # chunks holding the query as typed come first (score fusion)

@@ -1,0 +1,203 @@
+"""What every front end calls: the folders a command works on, a chat over them, bundles, the
+registry's stores. The CLI (and the servers) parse their input, call these, and render the
+result; none of them decides which folders a chat searches or what a bundle holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hydra_rag.errors import HydraError
+from hydra_rag.paths import INDEX_DIR
+
+Warn = Callable[[str], None]
+
+
+def _ignore(_: str) -> None:
+    pass
+
+
+def folders(paths: list[Path] | None, all_: bool = False,
+            tags: list[str] | None = None) -> tuple[list[Path], bool]:
+    """The indexed folders a command works on, and whether it is federated (several folders,
+    a broken one skipped rather than fatal): the registered ones (`all_`, `tags`), else each
+    path's nearest index, else the nearest index at or above the working folder."""
+    from hydra_rag import registry
+    from hydra_rag.retrieve import find_index_root
+
+    if all_ or tags:
+        if paths:
+            raise HydraError("--path excludes --all and --tag")
+        chosen = registry.select(all_, tags)
+        if not chosen:
+            what = "registered folders" if all_ else f"folders tagged {', '.join(tags or [])}"
+            raise HydraError(f"no {what} — index one with `hydra-rag index PATH"
+                             + (f" --tag {tags[0]}`" if tags else "`"))
+        return [Path(p) for p in chosen], True
+    roots = list(dict.fromkeys(find_index_root(p) for p in (paths or [Path.cwd()])))
+    return roots, len(roots) > 1
+
+
+def bundle_roots(bundle: Any, warn: Warn = _ignore) -> list[Path] | None:
+    """The folders a bundle retrieves from; None when it names none."""
+    from hydra_rag import registry
+    from hydra_rag.retrieve import find_index_root
+
+    roots: list[Path] = [find_index_root(Path(p)) for p in bundle.rag_index]
+    if bundle.rag_all or bundle.rag_tags:
+        for path, entry in sorted(registry.stores().items()):
+            if bundle.rag_all or set(bundle.rag_tags) & set(entry.get("tags", [])):
+                if (Path(path) / INDEX_DIR / "meta.yaml").is_file():
+                    roots.append(Path(path))
+                else:
+                    warn(f"skipping {path}: its index is gone")
+        if not roots:
+            raise HydraError(f"bundle {bundle.id!r}: no indexed folder matches "
+                             + ("--rag-all" if bundle.rag_all
+                                else f"tags {', '.join(bundle.rag_tags)}"))
+    return list(dict.fromkeys(roots)) or None
+
+
+def model_or_default(model: str | None) -> str:
+    """The model id or bundle alias to chat with: the one named, else setting `default_model`."""
+    from hydra_rag.config import load_settings
+
+    return model or load_settings().default_model
+
+
+def open_chat(model: str | None = None, rag: list[Path] | None = None, no_rag: bool = False,
+              top_k: int | None = None, session: str | None = None, new: bool = False,
+              system: str | None = None, system_file: Path | None = None,
+              temperature: float | None = None, max_tokens: int | None = None,
+              save: bool = True, rag_all: bool = False, rag_tag: list[str] | None = None,
+              rerank: bool | None = None, rerank_top: int | None = None,
+              warn: Warn = _ignore) -> Any:
+    """A Chat for a model id or a bundle alias (None: `default_model`). Precedence: argument >
+    bundle > model defaults. Folders: `rag_all`/`rag_tag`, else `rag`, else the bundle's, else
+    the nearest index (a bundle without a corpus and without a nearby index chats without
+    retrieval). A bundle's chats are saved under the bundle's name, not its base model's."""
+    from hydra_rag import sessions
+    from hydra_rag.catalog import get_model, load_bundles
+    from hydra_rag.chat import Chat
+    from hydra_rag.config import load_settings
+    from hydra_rag.retrieve import find_index_root
+
+    if system and system_file:
+        raise HydraError("--system and --system-file exclude each other")
+    if system_file is not None:
+        try:
+            system = system_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HydraError(f"cannot read {system_file}: {exc}") from None
+    name = model_or_default(model)
+    bundle = load_bundles().get(name)
+    entry = get_model(bundle.base if bundle else name)
+    params: dict[str, Any] = dict(bundle.params) if bundle else {}
+    if temperature is not None:
+        params["temperature"] = temperature
+    if max_tokens is not None:
+        params["max_tokens"] = max_tokens
+    roots: list[Path] = []
+    federated = False
+    if not no_rag:
+        if rag_all or rag_tag:
+            roots, federated = folders(rag, rag_all, rag_tag)
+        elif rag:
+            roots = [find_index_root(p) for p in rag]
+        elif bundle is not None:
+            named = bundle_roots(bundle, warn)
+            if named is not None:
+                roots, federated = named, bool(bundle.rag_all or bundle.rag_tags)
+            else:
+                try:
+                    roots = [find_index_root(Path.cwd())]
+                except HydraError:
+                    roots = []  # a persona without a corpus chats without retrieval
+        else:
+            roots = [find_index_root(Path.cwd())]
+    if system is None and bundle is not None:
+        system = bundle.system_prompt or None
+    k = top_k or (bundle.rag_top_k if bundle and bundle.rag_top_k else 5)
+    if rerank is None and rerank_top is not None:
+        rerank = True  # `--rerank-top N` alone turns reranking on
+    settings = load_settings(rerank=rerank, rerank_top=rerank_top)
+    session = session or sessions.default_name(bundle.id if bundle else entry.id, roots)
+    return Chat(entry, roots, settings, session=session, new=new, system=system,
+                params=params, top_k=k, use_rag=bool(roots), save=save,
+                federated=federated or len(roots) > 1, bundle=bundle.id if bundle else None)
+
+
+def create_bundle(base: str, persona_file: Path, alias: str | None = None,
+                  rag_index: list[Path] | None = None, rag_tag: list[str] | None = None,
+                  rag_all: bool = False, top_k: int | None = None, replace: bool = False,
+                  warn: Warn = _ignore) -> str:
+    """Freeze model + persona + parameters + corpus under one alias in the user catalog;
+    returns the alias."""
+    from hydra_rag.catalog import add_user_entry, get_model, load_catalog
+    from hydra_rag.persona import parse_persona
+
+    get_model(base)
+    try:
+        text = persona_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HydraError(f"cannot read persona {persona_file}: {exc}") from None
+    system, params = parse_persona(text, str(persona_file))
+    name = alias or f"{base}-{persona_file.stem}"
+    cat = load_catalog()
+    if name in cat.models:
+        raise HydraError(f"{name!r} is a model id; pick another alias")
+    if name in cat.bundles and not replace:
+        raise HydraError(f"bundle {name!r} exists ({cat.bundles[name].origin}); pass --replace "
+                         "to overwrite it")
+    paths = []
+    for p in rag_index or []:
+        folder = p.expanduser().resolve()
+        if not folder.is_dir():
+            raise HydraError(f"--rag-index {p}: not a folder")
+        if not (folder / INDEX_DIR / "meta.yaml").is_file():
+            warn(f"{folder} has no index yet — run `hydra-rag index {folder}`")
+        paths.append(str(folder))
+    entry: dict[str, Any] = {"id": name, "base": base, "system_prompt": system}
+    if params:
+        entry["params"] = params
+    if paths:
+        entry["rag_index"] = paths if len(paths) > 1 else paths[0]
+    if rag_tag:
+        entry["rag_tags"] = list(rag_tag)
+    if rag_all:
+        entry["rag_all"] = True
+    if top_k:
+        entry["rag_top_k"] = top_k
+    add_user_entry("bundles", entry)
+    return name
+
+
+def store_rows() -> list[dict[str, Any]]:
+    """Every registered folder: its tags, chunks per table, embedders, when it was last
+    indexed, and the problem that keeps it from being searched ("" when none), one line."""
+    from hydra_rag import registry
+    from hydra_rag.store import Store
+
+    rows = []
+    for path, entry in registry.stores().items():
+        problem = registry.health(path)
+        chunks: dict[str, int] = {}
+        embedders: dict[str, str] = {}
+        if not problem:
+            try:
+                store = Store(Path(path))
+                meta = store.read_meta()
+                embedders = {t: v.get("embedder") for t, v in meta.get("tables", {}).items()}
+                for e in store.read_files().values():
+                    if e.kind:
+                        chunks[e.kind] = chunks.get(e.kind, 0) + len(e.chunks)
+            except HydraError as exc:
+                problem = str(exc)
+        rows.append({"path": path, "tags": entry.get("tags", []), "chunks": chunks,
+                     "embedders": embedders, "last_indexed": entry.get("last_indexed"),
+                     "folder_exists": Path(path).is_dir(),
+                     "index_exists": (Path(path) / INDEX_DIR / "meta.yaml").is_file(),
+                     "problem": problem})
+    return rows

@@ -1,0 +1,88 @@
+"""What every command shares: the Typer apps, the two consoles (results to stdout, the rest
+to stderr), and the options several commands take."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from hydra_rag import __version__
+
+app = typer.Typer(
+    help="Ask your own files: index a folder, search it, chat with it — all on this machine.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+rag_app = typer.Typer(help="Retrieval set-up: install the default embedder.", no_args_is_help=True)
+emb_app = typer.Typer(help="Manage embedders (the catalog of embedding models).",
+                      no_args_is_help=True)
+side_app = typer.Typer(help="List and stop model sidecars (local llama.cpp servers).",
+                       no_args_is_help=True)
+models_app = typer.Typer(help="Manage chat models (list, pull, add, rm).", no_args_is_help=True)
+rerankers_app = typer.Typer(help="Rerankers for `--rerank` (list, pull, add).",
+                            no_args_is_help=True)
+stores_app = typer.Typer(help="The registry of indexed folders (for --all and --tag).",
+                         no_args_is_help=True)
+app.add_typer(stores_app, name="stores")
+sessions_app = typer.Typer(help="Saved chat sessions.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+app.add_typer(rerankers_app, name="rerankers")
+app.add_typer(sessions_app, name="sessions")
+app.add_typer(rag_app, name="rag")
+app.add_typer(emb_app, name="embedders")
+app.add_typer(side_app, name="sidecars")
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+state = {"debug": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"hydra-rag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    state["debug"] = debug
+
+
+def say(msg: str) -> None:
+    err.print(msg, markup=False, highlight=False)
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+
+RERANK = Annotated[bool | None, typer.Option(
+    "--rerank/--no-rerank", help="Reorder the top fused candidates with a cross-encoder "
+    "(setting `rerank`; slower: about 0.1 s per candidate on two cores).")]
+RERANK_TOP = Annotated[int | None, typer.Option(
+    "--rerank-top", min=1, max=100, help="Candidates the reranker reads (setting `rerank_top`, "
+    "default 20); implies --rerank.")]
+
+
+def rerank_flags(rerank: bool | None, rerank_top: int | None) -> dict[str, Any]:
+    """`--rerank-top N` alone turns reranking on (unless `--no-rerank` says otherwise)."""
+    if rerank is None and rerank_top is not None:
+        rerank = True
+    return {"rerank": rerank, "rerank_top": rerank_top}
+
+
+def methods(mode: str) -> tuple[str, ...]:
+    modes = {"hybrid": ("vector", "bm25"), "vector": ("vector",), "bm25": ("bm25",)}
+    if mode not in modes:
+        raise typer.BadParameter(f"--mode must be one of {', '.join(modes)}, not {mode!r}")
+    return modes[mode]

@@ -1,0 +1,138 @@
+"""`hydra-rag index`: a folder into its .hydra-index, with progress on stderr."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from hydra_rag.cli.base import (
+    app,
+    err,
+    out,
+    print_json,
+    say,
+)
+
+
+class _ProgressView:
+    """A rich progress bar on a terminal; plain lines when stderr is not one."""
+
+    def __init__(self) -> None:
+        self.live = err.is_terminal
+        self.bar: Any = None
+        self.task: Any = None
+        self._last_plain = -1
+        self._t0: float | None = None
+
+    def __call__(self, p: Any) -> None:
+        if p.stage != "embed":
+            if p.message:
+                self.stop()
+                say(p.message)
+            return
+        if self.live:
+            if self.bar is None:
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress,
+                    TextColumn,
+                    TimeRemainingColumn,
+                )
+
+                self.bar = Progress(
+                    TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("files · {task.fields[chunks]} chunks · {task.fields[rate]}/s"),
+                    TimeRemainingColumn(), console=err, transient=True,
+                )
+                self.bar.start()
+                self.task = self.bar.add_task("index", total=p.files_total, chunks=0, rate="-")
+            if self._t0 is None:
+                self._t0 = time.monotonic()
+            elapsed = max(time.monotonic() - self._t0, 1e-6)
+            self.bar.update(self.task, completed=p.files_done, chunks=p.chunks_done,
+                            rate=f"{p.chunks_done / elapsed:.0f} chunks")
+        else:
+            # Plain: a line per 512 chunks embedded, and one at the end.
+            if p.chunks_done // 512 != self._last_plain // 512 or p.files_done == p.files_total:
+                self._last_plain = p.chunks_done
+                say(f"indexed {p.files_done}/{p.files_total} files, {p.chunks_done} chunks embedded")
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+@app.command()
+def index(
+    path: Annotated[Path, typer.Argument(help="Folder to index.")] = Path("."),
+    include: Annotated[list[str] | None, typer.Option(
+        "--include", help="Glob of files to index even if ignored or blacklisted (repeatable).")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(
+        "--exclude", help="Glob of files to leave out (repeatable).")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Rebuild the index from scratch.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List what would be indexed and, per reason, what is skipped.")] = False,
+    tag: Annotated[list[str] | None, typer.Option(
+        "--tag", help="Tag this folder in the registry (repeatable).")] = None,
+    wait: Annotated[float, typer.Option(
+        "--wait", help="Seconds to wait if another run holds this folder.")] = 0.0,
+    repair: Annotated[bool, typer.Option(
+        "--repair", help="Check every stored chunk against files.json and fix mismatches.")] = False,
+    embedder: Annotated[str | None, typer.Option(
+        "--embedder", help="Embedder id for both tables (default: minilm-l6).")] = None,
+    language: Annotated[str | None, typer.Option(
+        "--language", help="Language of the prose, for full-text search: an ISO code (de, cs) "
+        "or a name; `auto` detects it again (default: detected on the first run, then kept).")] = None,
+    contextualize: Annotated[bool | None, typer.Option(
+        "--contextualize/--no-contextualize", help="Have a chat model write a situating sentence "
+        "for each chunk, embedded and full-text indexed with it (slow: seconds per chunk on a "
+        "CPU; kept for later runs once chosen).")] = None,
+    context_model: Annotated[str | None, typer.Option(
+        "--context-model", help="Chat model for --contextualize (default: smollm2-135m).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Index a folder into <folder>/.hydra-index (incremental; re-runs only read what changed)."""
+    from hydra_rag.config import load_settings
+    from hydra_rag.indexer import dry_run as do_dry_run
+    from hydra_rag.indexer import index_folder
+
+    if dry_run:
+        rep = do_dry_run(path, include, exclude)
+        if as_json:
+            print_json({"root": rep.root, "files": [{"path": p, "kind": k} for p, k in rep.files],
+                         "skipped": rep.skipped})
+            return
+        for p, k in rep.files:
+            out.print(f"{k:5}  {p}", markup=False, highlight=False)
+        say(f"{len(rep.files)} files would be indexed")
+        for reason, paths in sorted(rep.skipped.items(), key=lambda kv: -len(kv[1])):
+            say(f"skipped {len(paths):6}  {reason}: {', '.join(paths[:5])}"
+                 + (" …" if len(paths) > 5 else ""))
+        return
+    # An embedder named on the command line is used for every table, whatever the language.
+    settings = load_settings(embedder=embedder, context_model=context_model,
+                             foreign_embedder="off" if embedder else None)
+    view = _ProgressView()
+    try:
+        report = index_folder(path, settings, include, exclude, full, tag, wait, view, repair,
+                              language, contextualize)
+    finally:
+        view.stop()
+    if as_json:
+        print_json(report.to_json())
+        return
+    for line in report.repaired + report.notes:
+        say(f"note: {line}")
+    skipped = sum(report.files_skipped.values())
+    out.print(
+        f"{report.root}: {report.files_indexed} indexed, {report.files_unchanged} unchanged, "
+        f"{report.files_removed} removed, {skipped} skipped; +{report.chunks_added} "
+        f"-{report.chunks_removed} chunks (code {report.chunks_total.get('code', 0)}, "
+        f"prose {report.chunks_total.get('prose', 0)}) in {report.elapsed_s:.1f}s",
+        markup=False, highlight=False,
+    )
