@@ -4,10 +4,12 @@ user's, validated into typed records whose errors name the file, the entry and t
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
@@ -72,6 +74,7 @@ class Embedder(_ModelFile):
     file: str | None = None
     path: str | None = None
     url: str | None = None
+    api_key_env: str | None = None  # the variable holding `url`'s bearer token (never the key)
     name: str = ""
     license: str = ""
     query_prefix: str = ""
@@ -96,6 +99,7 @@ class ChatModel(_ModelFile):
     file: str | None = None
     path: str | None = None
     url: str | None = None
+    api_key_env: str | None = None
     name: str = ""
     license: str = ""
     context: int = 4096
@@ -114,6 +118,7 @@ class Reranker(_ModelFile):
     file: str | None = None
     path: str | None = None
     url: str | None = None  # a /v1/rerank base URL replacing the local sidecar
+    api_key_env: str | None = None
     name: str = ""
     license: str = ""
     max_tokens: int = 512  # question + passage, in the reranker's own tokens
@@ -125,13 +130,15 @@ class Reranker(_ModelFile):
 
 
 _RERANKER_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "id": str, "file": str, "path": str, "url": str, "name": str, "license": str,
-    "max_tokens": int, "port": int, "memory_mb": int, "languages": list, "sources": list,
+    "id": str, "file": str, "path": str, "url": str, "api_key_env": str, "name": str,
+    "license": str, "max_tokens": int, "port": int, "memory_mb": int, "languages": list,
+    "sources": list,
 }
 
 _MODEL_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "id": str, "file": str, "path": str, "url": str, "name": str, "license": str,
-    "context": int, "chat_format": str, "port": int, "params": dict, "sources": list,
+    "id": str, "file": str, "path": str, "url": str, "api_key_env": str, "name": str,
+    "license": str, "context": int, "chat_format": str, "port": int, "params": dict,
+    "sources": list,
 }
 PARAMS: dict[str, type | tuple[type, ...]] = {
     "temperature": (int, float), "top_p": (int, float), "top_k": int, "min_p": (int, float),
@@ -149,6 +156,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "file": str,
     "path": str,
     "url": str,
+    "api_key_env": str,
     "name": str,
     "license": str,
     "query_prefix": str,
@@ -204,10 +212,55 @@ def _sources(where: str, raw: dict[str, Any]) -> tuple[Source, ...]:
     )
 
 
+# An environment variable's name as api_key_env takes it. Capitals only: a pasted key
+# (sk-…, hf_…, hex) is mixed case or has other characters, so it is refused as a name
+# before it could be printed in a message as one.
+ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+# The last word of a name that holds a key (api_key, access-token, apiKey), or the whole name.
+_SECRET_WORDS = frozenset({"key", "keys", "apikey", "token", "tokens", "accesstoken",
+                           "authtoken", "secret", "secrets", "password", "passwd", "bearer",
+                           "auth", "authorization", "credential", "credentials"})
+NO_KEYS = ("never store a key in a catalog: put it in an environment variable and name that "
+           "variable in 'api_key_env' (api_key_env: MY_ENDPOINT_KEY)")
+
+
+def looks_like_secret(name: str) -> bool:
+    """Does a field or parameter name say it holds a key (api_key, token, apiKey, auth…)?"""
+    words = re.findall(r"[a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower())
+    return bool(words) and (words[-1] in _SECRET_WORDS or "".join(words) in _SECRET_WORDS)
+
+
+def _check_remote(where: str, raw: dict[str, Any]) -> None:
+    """`api_key_env` names a variable and comes with `url:`; the url carries no key. No message
+    quotes a value here: it may be the key itself."""
+    url = raw.get("url")
+    if isinstance(url, str):
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            raise ConfigError(f"{where}: field 'url' carries credentials (user@ or "
+                              f"user:password@); {NO_KEYS}")
+        secret = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)
+                  if looks_like_secret(k)]
+        if secret:
+            raise ConfigError(f"{where}: field 'url' carries a key in its {secret[0]}= "
+                              f"parameter; {NO_KEYS}")
+    if "api_key_env" not in raw:
+        return
+    name = raw["api_key_env"]
+    if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+        raise ConfigError(f"{where}: field 'api_key_env' must be the name of an environment "
+                          "variable in capitals, digits and _ (like TEAM_EMBEDDER_KEY), "
+                          "never the key itself")
+    if not url:
+        raise ConfigError(f"{where}: field 'api_key_env' applies only to an entry with 'url' "
+                          "(a local sidecar takes no key)")
+
+
 def _start_entry(kind: str, origin: str, index: int, raw: Any,
                  fields: dict[str, Any], required: tuple[str, ...]) -> str:
     """Checks every kind of entry shares: a mapping, required fields present, no unknown
-    fields. Returns how messages name the entry (by id once it has one)."""
+    fields, no key written into it. Returns how messages name the entry (by id once it has
+    one)."""
     where = f"{origin}: {kind}s[{index}]"
     if not isinstance(raw, dict):
         need = " and ".join(repr(r) for r in required)
@@ -218,8 +271,13 @@ def _start_entry(kind: str, origin: str, index: int, raw: Any,
         if key not in raw:
             raise ConfigError(f"{where}: missing required field {key!r}")
     for key in raw:
-        if key not in fields:
-            raise ConfigError(f"{where}: unknown field {key!r} (known: {', '.join(sorted(fields))})")
+        if key in fields:
+            continue
+        if "api_key_env" in fields and looks_like_secret(str(key)):
+            raise ConfigError(f"{where}: field {key!r} would hold a key; {NO_KEYS}")
+        raise ConfigError(f"{where}: unknown field {key!r} (known: {', '.join(sorted(fields))})")
+    if "api_key_env" in fields:
+        _check_remote(where, raw)
     return where
 
 

@@ -17,6 +17,7 @@ from hydra_rag import sessions
 from hydra_rag.catalog import CHAT_PORTS, ChatModel
 from hydra_rag.citations import CitationReport, check_citations
 from hydra_rag.config import Settings
+from hydra_rag.endpoint import REFUSED, KeyEnv
 from hydra_rag.errors import HydraError, SidecarError
 from hydra_rag.prompt import Prompt, Source, Turn, build_prompt
 from hydra_rag.sidecar import SidecarSpec, crash_of, ensure, log_tail, read_record, touch
@@ -36,6 +37,7 @@ class ChatTarget:
     base_url: str  # up to and including /v1
     model_name: str
     log: str = ""  # the sidecar's log, quoted when it fails
+    auth: KeyEnv | None = None  # a `url:` endpoint's key
 
     def describe(self) -> str:
         return f"{self.model_name!r} at {self.base_url}"
@@ -45,7 +47,9 @@ def connect_chat(model: ChatModel, settings: Settings) -> ChatTarget:
     """A healthy endpoint serving `model`: its `url:` if it has one, else its sidecar."""
     if model.url:
         base = model.url.rstrip("/")
-        return ChatTarget(base if base.endswith("/v1") else base + "/v1", model.id)
+        auth = KeyEnv.of("chat model", model)
+        auth.headers()  # a missing key is named now, before a turn retrieves anything
+        return ChatTarget(base if base.endswith("/v1") else base + "/v1", model.id, auth=auth)
     path = model.model_path()
     assert path is not None
     if not path.is_file():
@@ -71,12 +75,17 @@ def stream_chat(target: ChatTarget, messages: list[dict[str, str]], params: dict
     conn = cls(parts_url.hostname or "127.0.0.1", parts_url.port, timeout=600)
     body = json.dumps({"model": target.model_name, "messages": messages, "stream": True,
                        **params})
+    headers = {"Content-Type": "application/json",
+               **(target.auth.headers() if target.auth else {})}
     try:
-        conn.request("POST", parts_url.path + "/chat/completions", body=body,
-                     headers={"Content-Type": "application/json"})
+        conn.request("POST", parts_url.path + "/chat/completions", body=body, headers=headers)
         resp = conn.getresponse()
+        if resp.status in REFUSED and target.auth is not None:
+            raise target.auth.refused(target.base_url, resp.status)
         if resp.status != 200:
             detail = resp.read()[:400].decode(errors="replace")
+            if target.auth is not None:
+                detail = target.auth.scrub(detail)
             raise SidecarError(f"chat model {target.describe()} answered HTTP {resp.status}: "
                                f"{detail}")
         parts: list[str] = []

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from hydra_rag.catalog import ENV_NAME, looks_like_secret
 from hydra_rag.errors import ConfigError
 from hydra_rag.paths import dirs
 
@@ -23,6 +24,8 @@ class Settings:
     # The prose embedder for a folder in a language the chosen one does not know ("off": none)
     foreign_embedder: str = "multilingual-e5-small"
     embedder_url: str = ""  # an OpenAI-compatible /v1/embeddings base URL replacing the sidecar
+    # The environment variable holding embedder_url's bearer token (its name, never the key).
+    embedder_api_key_env: str = ""
     sidecar_idle_minutes: float = 15.0
     sidecar_start_timeout: float = 120.0
     threads: int = 0  # 0: one per core
@@ -83,6 +86,10 @@ def load_settings(**flags: Any) -> Settings:
         if not isinstance(doc, dict):
             raise ConfigError(f"{path}: expected a mapping of setting: value")
         for key, value in doc.items():
+            if key not in types and looks_like_secret(str(key)):
+                raise ConfigError(f"{path}: setting {key!r} would hold a key; never store a "
+                                  "key in a config file: put it in an environment variable and "
+                                  "name that variable in 'embedder_api_key_env'")
             if key not in types:
                 raise ConfigError(f"{path}: unknown setting {key!r} (known: {', '.join(types)})")
             settings = replace(settings, **{key: _coerce(key, value, types[key], str(path))})
@@ -95,4 +102,19 @@ def load_settings(**flags: Any) -> Settings:
     for name, value in flags.items():
         if value is not None:
             settings = replace(settings, **{name: _coerce(name, value, types[name], f"--{name}")})
+    _check_key_env(settings)
     return settings
+
+
+def _check_key_env(settings: Settings) -> None:
+    """embedder_api_key_env names a variable (the message never quotes it: it may be a pasted
+    key) and comes with the embedder_url it authenticates."""
+    name = settings.embedder_api_key_env
+    if not name:
+        return
+    if not ENV_NAME.fullmatch(name):
+        raise ConfigError("embedder_api_key_env must be the name of an environment variable in "
+                          "capitals, digits and _ (like TEAM_EMBEDDER_KEY), never the key itself")
+    if not settings.embedder_url:
+        raise ConfigError("embedder_api_key_env names the key of embedder_url, which is not set "
+                          "(a catalog entry's url: takes its own api_key_env)")

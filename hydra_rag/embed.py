@@ -15,7 +15,7 @@ import numpy as np
 
 from hydra_rag.catalog import EMBED_PORTS, Embedder
 from hydra_rag.config import Settings
-from hydra_rag.endpoint import JsonEndpoint
+from hydra_rag.endpoint import JsonEndpoint, KeyEnv
 from hydra_rag.errors import EmbedError
 from hydra_rag.sidecar import SidecarSpec, ensure, read_record, restarter
 
@@ -77,6 +77,7 @@ class EmbedClient:
     tokenizer: Tokenizer | None = None
     sidecar_id: str | None = None
     restart: Callable[[], str] | None = None  # brings a crashed sidecar back (its new URL)
+    auth: KeyEnv | None = None  # a remote endpoint's key
 
     @property
     def dims(self) -> int:
@@ -84,7 +85,8 @@ class EmbedClient:
 
     @cached_property
     def _http(self) -> JsonEndpoint:
-        return JsonEndpoint(self.base_url, self.sidecar_id, error=EmbedError, restart=self.restart)
+        return JsonEndpoint(self.base_url, self.sidecar_id, error=EmbedError, restart=self.restart,
+                            auth=self.auth)
 
     def token_limit(self) -> int:
         return self.embedder.max_tokens
@@ -162,11 +164,20 @@ def connect(
     emb: Embedder, settings: Settings, progress: Callable[[str], None] | None = None
 ) -> EmbedClient:
     """An embedding client: a remote URL if configured, else the embedder's local sidecar."""
+    auth = None
+    if settings.embedder_url:
+        # Not the entry's api_key_env: that key belongs to the entry's own url, another host.
+        auth = KeyEnv("embedder_url", settings.embedder_api_key_env, "embedder_api_key_env "
+                      "(HYDRA_RAG_EMBEDDER_API_KEY_ENV)")
+    elif emb.url:
+        auth = KeyEnv.of("embedder", emb)
+    if auth is not None:
+        auth.headers()  # a missing key is named now, before a tokenizer is loaded or a request
     url = settings.embedder_url or emb.url
     path = emb.model_path()
     tokenizer = Tokenizer(str(path)) if path is not None and path.is_file() else None
     if url:
-        return EmbedClient(emb, url, emb.id, settings.embed_batch, tokenizer)
+        return EmbedClient(emb, url, emb.id, settings.embed_batch, tokenizer, auth=auth)
     spec = sidecar_spec(emb, settings)
     if progress and read_record(emb.id) is None:
         progress(f"starting embedder sidecar {emb.id}")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from hydra_rag.catalog import RERANK_PORTS, Reranker, get_reranker
 from hydra_rag.config import Settings
 from hydra_rag.contextualize import with_context
-from hydra_rag.endpoint import JsonEndpoint
+from hydra_rag.endpoint import JsonEndpoint, KeyEnv
 from hydra_rag.errors import ConfigError, ModelError, SidecarError
 from hydra_rag.sidecar import SidecarSpec, ensure, restarter
 
@@ -49,12 +49,13 @@ class RerankClient:
     base_url: str
     sidecar_id: str | None = None
     restart: Callable[[], str] | None = None  # brings a crashed sidecar back (its new URL)
+    auth: KeyEnv | None = None  # a remote endpoint's key
 
     @cached_property
     def _http(self) -> JsonEndpoint:
         return JsonEndpoint(self.base_url, self.sidecar_id,
                             f"reranker {self.reranker.id!r} at {self.base_url}",
-                            restart=self.restart)
+                            restart=self.restart, auth=self.auth)
 
     def scores(self, query: str, documents: Sequence[str]) -> list[float]:
         """One relevance score per document, in the documents' order (higher: more relevant)."""
@@ -87,7 +88,9 @@ def connect_reranker(settings: Settings) -> RerankClient:
     """A client for the configured reranker: its URL if it has one, else its local sidecar."""
     rr = get_reranker(settings.reranker)
     if rr.url:
-        return RerankClient(rr, rr.url)
+        auth = KeyEnv.of("reranker", rr)
+        auth.headers()  # a missing key is named now, before the first search reaches it
+        return RerankClient(rr, rr.url, auth=auth)
     path = rr.model_path()
     if path is None or not path.is_file():
         if rr.sources:

@@ -237,7 +237,10 @@ def test_catalog_example_is_valid() -> None:
     assert [e.id for e in entries] == ["minilm-l6", "my-embedder", "downloaded-embedder",
                                        "team-embedder"]
     assert entries[0].sources[0].convert == "bert-q8_0"
-    assert list(cat.models) == ["smollm2-135m", "my-local-model"]
+    assert list(cat.models) == ["smollm2-135m", "my-local-model", "team-chat"]
+    assert [e.api_key_env for e in (entries[3], cat.models["team-chat"],
+                                    cat.rerankers["team-reranker"])] == \
+        ["TEAM_EMBEDDER_KEY", "TEAM_CHAT_KEY", "TEAM_RERANKER_KEY"]
     assert cat.models["smollm2-135m"].params["max_tokens"] == 512
     assert list(cat.bundles) == ["cool-app-bot", "work-notes", "everything"]
     assert cat.bundles["cool-app-bot"].rag_index == ("~/projects/cool-app",)
