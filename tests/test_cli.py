@@ -245,32 +245,3 @@ def test_catalog_example_is_valid() -> None:
     assert list(cat.bundles) == ["cool-app-bot", "work-notes", "everything"]
     assert cat.bundles["cool-app-bot"].rag_index == ("~/projects/cool-app",)
     assert cat.bundles["work-notes"].rag_tags == ("work",) and cat.bundles["everything"].rag_all
-
-
-def test_docker_compose_matches_the_catalog() -> None:
-    import yaml
-
-    from hydra_rag.catalog import load_embedders
-
-    compose = yaml.safe_load((Path(__file__).parent.parent / "docker/compose.yaml").read_text())
-    from hydra_rag.catalog import load_models
-
-    chat = compose["services"]["chat"]
-    model = load_models()["smollm2-135m"]
-    assert chat["ports"] == [f"127.0.0.1:{model.port}:8080"]
-    assert all(v.endswith(":ro") for v in chat["volumes"])
-    ccmd = chat["command"]
-    assert ccmd[ccmd.index("--model") + 1] == f"/models/{model.file}"
-    assert ccmd[ccmd.index("--alias") + 1] == model.id
-    assert ccmd[ccmd.index("--ctx-size") + 1] == str(model.context)
-    assert ccmd[ccmd.index("--chat-template") + 1] == model.chat_format
-    svc = compose["services"]["embedder"]
-    emb = load_embedders()["minilm-l6"]
-    assert svc["ports"] == [f"127.0.0.1:{emb.port}:8080"]
-    assert all(v.endswith(":ro") for v in svc["volumes"])
-    cmd = svc["command"]
-    assert cmd[cmd.index("--model") + 1] == f"/models/{emb.file}"
-    assert cmd[cmd.index("--alias") + 1] == emb.id
-    assert cmd[cmd.index("--pooling") + 1] == emb.pooling
-    assert cmd[cmd.index("--ctx-size") + 1] == str(emb.max_tokens)
-    assert "--embedding" in cmd
