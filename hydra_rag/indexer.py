@@ -24,7 +24,15 @@ from hydra_rag.errors import HydraError, IndexError_, IndexLocked
 from hydra_rag.lexical import Analysis, detect_language, parse_language
 from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store, new_meta
-from hydra_rag.walk import Candidate, Walker, WalkResult, read_text
+from hydra_rag.walk import (
+    LONG_LINE,
+    OVERRIDABLE,
+    Candidate,
+    Walker,
+    WalkResult,
+    mostly_long_lines,
+    read_indexable,
+)
 
 if TYPE_CHECKING:
     from hydra_rag.embed import EmbedClient
@@ -68,6 +76,8 @@ class IndexReport:
     contextualized_by: str = ""  # the chat model that writes chunk contexts ("" = off)
     contexts_written: int = 0  # contexts the model wrote in this run (the rest came from cache)
     notes: list[str] = field(default_factory=list)
+    # files indexed though mostly minified code or data on long lines (a note warns of them)
+    long_lines: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -81,6 +91,7 @@ class DryRunReport:
     root: str
     files: list[tuple[str, str]]  # (path, kind)
     skipped: dict[str, list[str]]
+    long_lines: list[str] = field(default_factory=list)  # files an index run would warn about
 
 
 def resolve_root(path: Path) -> Path:
@@ -110,15 +121,17 @@ def dry_run(root: Path, include: list[str] | None = None,
     """Walk and read like a real run, without touching the index."""
     root = resolve_root(root)
     walked = Walker(root, include, exclude).walk()
-    files = []
+    files, long_lines = [], []
     skipped = {k: list(v) for k, v in walked.skipped_paths.items()}
     for cand in walked.files:
-        text, why = read_text(root / cand.rel)
+        text, why = read_indexable(root / cand.rel, cand.included)
         if text is None:
             skipped.setdefault(why, []).append(cand.rel)
         else:
             files.append((cand.rel, classify(cand.rel, text[:200])))
-    return DryRunReport(str(root), files, skipped)
+            if mostly_long_lines(text):
+                long_lines.append(cand.rel)
+    return DryRunReport(str(root), files, skipped, long_lines)
 
 
 @dataclass(frozen=True)
@@ -131,6 +144,7 @@ class _Prepared:
     skip: str = ""
     document: str = ""  # the whole file, kept only when chunks are contextualized
     inputs: list[str] = field(default_factory=list)  # what is embedded, a text per row
+    long_lines: bool = False  # mostly minified code or data on long lines (warned of)
 
 
 _T = TypeVar("_T")
@@ -319,7 +333,7 @@ class _Run:
         # Prose by name alone first: a code-only folder reads nothing here.
         named = [c for c in walked.files if classify(c.rel, "") == "prose"]
         for cand in named[:look]:
-            text, _ = read_text(self.root / cand.rel)
+            text, _ = read_indexable(self.root / cand.rel)
             if text and classify(cand.rel, text[:200]) == "prose":
                 samples.append(text[:3000])
                 if len(samples) >= want:
@@ -376,7 +390,8 @@ class _Run:
         skipped: Counter[str] = Counter(walked.skipped)
         for cand in walked.files:
             e = files.get(cand.rel)
-            if e is not None and e.size == cand.size and e.mtime_ns == cand.mtime_ns:
+            if (e is not None and e.size == cand.size and e.mtime_ns == cand.mtime_ns
+                    and not (cand.included and e.skip in OVERRIDABLE)):
                 if e.skip:
                     skipped[e.skip] += 1
                 else:
@@ -433,6 +448,8 @@ class _Run:
             done.bytes_done += sum(p.cand.size for p in batch)
             self.progress(done)
         report.files_skipped = dict(skipped)
+        if report.long_lines:
+            report.notes.append(_long_lines_note(report.long_lines))
         self.progress(Progress("finish", message="updating the full-text index"))
         for t in touched:
             store.refresh(t, self.analysis[t].fts_options())
@@ -455,7 +472,7 @@ class _Run:
 
     def _prepare(self, cand: Candidate) -> _Prepared:
         """Read, classify and chunk one file (no index state is touched: runs in a thread)."""
-        text, why = read_text(self.root / cand.rel)
+        text, why = read_indexable(self.root / cand.rel, cand.included)
         if text is None:
             return _Prepared(cand, None, [], why)
         kind = classify(cand.rel, text[:200])
@@ -477,7 +494,8 @@ class _Run:
                 "lex": analyse(with_context(ch.section, ch.text)),
             })
             inputs.append(embedded)
-        return _Prepared(cand, kind, rows, document=text if self.ctx else "", inputs=inputs)
+        return _Prepared(cand, kind, rows, document=text if self.ctx else "", inputs=inputs,
+                         long_lines=mostly_long_lines(text))
 
     def _flush(self, batch: list[_Prepared], files: dict[str, FileEntry],
                start_files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
@@ -532,7 +550,10 @@ class _Run:
             report.chunks_removed += len(stale)
         if self.ctx is not None:
             self.ctx.save()  # before files.json: a recorded file's contexts are never lost
-        for cand, kind, rows in ((p.cand, p.kind, p.rows) for p in batch if p.kind):
+        for cand, kind, rows, long_lines in ((p.cand, p.kind, p.rows, p.long_lines)
+                                             for p in batch if p.kind):
+            if long_lines:
+                report.long_lines.append(cand.rel)
             old = files.get(cand.rel)
             if old is not None and old.kind and old.kind != kind and old.chunks:
                 store.delete_ids(old.kind, old.chunks)  # the file changed tables
@@ -568,13 +589,21 @@ class _Run:
         unchanged file is not read again next time."""
         skipped[p.skip] += 1
         old = files.pop(p.cand.rel, None)
-        if p.skip in ("binary", "not_utf8", "empty", "too_large"):
+        if p.skip in ("binary", "not_utf8", "empty", "too_large", *OVERRIDABLE):
             files[p.cand.rel] = FileEntry(p.cand.size, p.cand.mtime_ns, None, [], p.skip)
         if old and old.chunks and old.kind:
             self.store.delete_ids(old.kind, old.chunks)
             self.report.chunks_removed += len(old.chunks)
             return {old.kind}
         return set()
+
+
+def _long_lines_note(paths: list[str]) -> str:
+    n = len(paths)
+    return (f"{n} indexed file{'s are' if n > 1 else ' is'} mostly minified code or data on lines "
+            f"over {LONG_LINE:,} characters, cut mid-line into chunks that search poorly: "
+            + ", ".join(paths[:5]) + (" …" if n > 5 else "")
+            + " (--exclude or a .hydraignore leaves them out)")
 
 
 def _with_section(section: str, text: str, fits: Callable[[str], bool]) -> str:

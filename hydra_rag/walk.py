@@ -1,10 +1,13 @@
 """Walk a folder the way a careful user expects: git's three ignore layers, a .hydraignore,
 a hard-wired blacklist, secrets never indexed, size and content checks, and a reason for every skip.
+Text that is not worth indexing (vector images, certificates, minified code and data on enormous
+lines) is skipped too, under its own reason, unless --include names it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from collections import Counter
@@ -59,8 +62,8 @@ _BLACKLIST_FILES = [
     ".DS_Store", "Thumbs.db", "desktop.ini",
 ]
 _SECRETS = [
-    ".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks",
-    "*.keystore", "*.kdbx", "*.asc", "*.gpg", "id_rsa", "id_rsa.*", "id_dsa", "id_dsa.*",
+    ".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "*.p8", "*.ppk",
+    "*.jks", "*.keystore", "*.kdbx", "*.asc", "*.gpg", "id_rsa", "id_rsa.*", "id_dsa", "id_dsa.*",
     "id_ecdsa", "id_ecdsa.*", "id_ed25519", "id_ed25519.*", ".netrc", ".pgpass", ".npmrc",
     ".pypirc", ".htpasswd", "credentials", "credentials.json", "credentials.*",
     "*credentials*.json", "secrets.yaml", "secrets.yml", "secrets.json", "*.secret",
@@ -69,6 +72,15 @@ _SECRETS = [
 ]
 # Examples and templates of secrets files hold no secrets and are worth indexing.
 _SECRET_OK = [".env.example", ".env.sample", ".env.template", "*.env.example"]
+# Text that is not worth indexing, each kind under its own reason (--include brings it back):
+# an SVG is coordinates and style (click's artwork/logo.svg is a 3,594-character line of path
+# data, the kind of chunk retrieved for unrelated questions); certificates, signing requests,
+# revocation lists and public keys are base64. Files that may hold a private key are secrets.
+_JUNK_NAMES = {
+    "vector_image": ["*.svg", "*.svgz"],
+    "certificate": ["*.crt", "*.cer", "*.csr", "*.crl", "*.der", "*.p7b", "*.p7c", "*.p7s",
+                    "*.pub"],
+}
 
 
 class _NameRules:
@@ -107,15 +119,19 @@ BLACKLIST_DIRS = _NameRules(_BLACKLIST_DIRS)
 BLACKLIST_FILES = _NameRules(_BLACKLIST_FILES)
 SECRETS = _NameRules(_SECRETS)
 SECRETS_OK = _NameRules(_SECRET_OK)
+JUNK_NAMES = {reason: _NameRules(patterns) for reason, patterns in _JUNK_NAMES.items()}
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A file the walk kept: its path relative to the root (POSIX), size and mtime (ns)."""
+    """A file the walk kept: its path relative to the root (POSIX), size and mtime (ns), and
+    whether an --include pattern names it (which also overrides the content checks of
+    `read_indexable`)."""
 
     rel: str
     size: int
     mtime_ns: int
+    included: bool = False
 
 
 @dataclass
@@ -278,6 +294,10 @@ class Walker:
             return "blacklisted"
         if not is_dir and SECRETS.match(rel, name) and not SECRETS_OK.match(rel, name):
             return "secret"
+        if not is_dir:
+            for reason, rules in JUNK_NAMES.items():
+                if rules.match(rel, name):
+                    return reason
         if self.exclude is not None and self.exclude.match_file(rel + "/" if is_dir else rel):
             return "excluded"
         ignored, why = _verdict(layers, rel, is_dir)
@@ -354,7 +374,7 @@ class Walker:
             if st.st_size > self.max_bytes:
                 result.skip("too_large", rel)
                 continue
-            result.files.append(Candidate(rel, st.st_size, st.st_mtime_ns))
+            result.files.append(Candidate(rel, st.st_size, st.st_mtime_ns, self._included(rel)))
 
 
 def read_text(path: Path) -> tuple[str | None, str]:
@@ -381,3 +401,87 @@ def read_text(path: Path) -> tuple[str | None, str]:
         text = text[1:]
     return text, ""
 
+
+
+# The content checks below are reasons --include overrides, as it overrides the name rules; an
+# unchanged file skipped for one of them is read again once an --include names it.
+OVERRIDABLE = frozenset({"secret", "certificate", "enormous_line"})
+
+# A line longer than this is cut mid-line by the chunker (chunk.HARD): a file mostly made of
+# such lines, not prose, becomes chunks of minified code or data that search poorly (a warning).
+LONG_LINE = 3_000
+# A file mostly made of lines longer than this, not prose, is skipped. Measured on 23,238 text
+# files (site-packages, the standard library, click, flask, npm's node_modules, /usr/share/doc,
+# SciFact, CoSQA), it takes 24: minified bundles and source maps (17 of them already skipped
+# by name), inlined WebAssembly, a Sphinx search index, a JSON seed file, a protobuf descriptor
+# and a table of names in a .py. At 5,000 it would also take generated HTML manual pages that
+# are one line of 5,100-7,521 characters (indexed with a warning at this limit); no line of
+# prose in those trees is longer than 10,000 characters, and a longer one is kept anyway.
+ENORMOUS_LINE = 10_000
+_MOSTLY = 0.5
+
+_PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]{1,60})-----(.{0,100000}?)-----END \1-----", re.S)
+_OTHER_PRIVATE = re.compile(r"^(?:---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----|PuTTY-User-Key-File-\d+: )",
+                            re.M)
+_BASE64 = re.compile(r"[A-Za-z0-9+/=]{64,}")
+
+
+def _reads_as_prose(line: str) -> bool:
+    # A strided sample of ~4,096 characters gives these ratios as well as the whole line does,
+    # at a fraction of the cost on a megabyte of minified code.
+    sample = line[:: max(1, len(line) // 4096)]
+    letters = sum(c.isalpha() for c in sample)
+    if sum(not c.isascii() for c in sample if c.isalpha()) >= len(sample) / 2:
+        return True  # Chinese, Japanese, Thai… are written without spaces
+    return sample.count(" ") >= 0.1 * len(sample) and letters >= 0.5 * len(sample)
+
+
+def mostly_long_lines(text: str, longer_than: int = LONG_LINE) -> bool:
+    """Whether lines longer than `longer_than` characters that do not read as prose (minified
+    code, data, base64) hold most of the text. A long line of prose is cut between words and
+    searches as well as any other paragraph."""
+    if len(text) <= longer_than:
+        return False
+    long = sum(len(ln) for ln in text.splitlines()
+               if len(ln) > longer_than and not _reads_as_prose(ln))
+    return long >= _MOSTLY * len(text)
+
+
+def _key_material(text: str) -> str:
+    """"secret" for text holding a private key, "certificate" for text that is mostly
+    certificates, signing requests, public keys…; "" otherwise (code that merely names a PEM
+    header, a README quoting a certificate)."""
+    if _OTHER_PRIVATE.search(text):
+        return "secret"
+    armored = 0
+    for m in _PEM.finditer(text):
+        # Header lines (Proc-Type:, DEK-Info:, Comment:) aside, a real block has a base64 body;
+        # "MIIEow..." in documentation does not. A block in a string may have escaped newlines.
+        body = "".join(ln for ln in m.group(2).splitlines() if ":" not in ln)
+        if not _BASE64.search(re.sub(r"\s+|\\[rn]", "", body)):
+            continue
+        if "PRIVATE KEY" in m.group(1):
+            return "secret"
+        armored += len(m.group(0))
+    return "certificate" if armored >= _MOSTLY * len(text) else ""
+
+
+def content_skip(text: str) -> str:
+    """Why text read from a file is not worth indexing ("secret": it holds a private key;
+    "certificate": it is mostly certificates or other key material; "enormous_line": it is
+    mostly minified code or data on enormous lines), or ""."""
+    if ("-----BEGIN " in text or "PuTTY-User-Key-File-" in text
+            or "---- BEGIN SSH2" in text):
+        why = _key_material(text)
+        if why:
+            return why
+    return "enormous_line" if mostly_long_lines(text, ENORMOUS_LINE) else ""
+
+
+def read_indexable(path: Path, included: bool = False) -> tuple[str | None, str]:
+    """`read_text`, then `content_skip` unless --include names the file (`included`)."""
+    text, why = read_text(path)
+    if text is None or included:
+        return text, why
+    why = content_skip(text)
+    return (None, why) if why else (text, "")

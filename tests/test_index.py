@@ -136,8 +136,10 @@ def test_long_single_line_and_non_english_text(home: Path, tmp_path: Path) -> No
     cjk = "日本語のテキストはトークンが多くなります。" * 200 + "\n"
     root = write_tree(tmp_path / "c", {"data.json": minified + "\n", "jp.md": cjk,
                                        "cz.md": "Příliš žluťoučký kůň úpěl ďábelské ódy.\n"})
-    rep = index_folder(root, load_settings())
+    # A one-line data dump is skipped by default (enormous_line); --include brings it in.
+    rep = index_folder(root, load_settings(), include=["data.json"])
     assert rep.files_indexed == 3 and rep.chunks_total["code"] > 10
+    assert rep.long_lines == ["data.json"]
     from hydra_rag.catalog import get_embedder
     from hydra_rag.embed import Tokenizer
 

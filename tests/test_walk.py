@@ -172,6 +172,17 @@ def test_read_text_content_checks(tmp_path: Path) -> None:
         ("infra/terraform.tfstate.backup", False, "secret"),
         ("docs/env.md", False, ""),
         ("src/keys.py", False, ""),
+        ("keys/server.ppk", False, "secret"),
+        ("apns/AuthKey_ABC123.p8", False, "secret"),
+        ("docs/_static/logo.svg", False, "vector_image"),
+        ("art/logo.svgz", False, "vector_image"),
+        ("tls/server.crt", False, "certificate"),
+        ("tls/server.csr", False, "certificate"),
+        ("tls/root.cer", False, "certificate"),
+        ("tls/revoked.crl", False, "certificate"),
+        ("keys/cosign.pub", False, "certificate"),
+        ("tls/server.pem", False, "secret"),
+        ("src/svg.py", False, ""),
     ],
 )
 def test_builtin_rules(tmp_path: Path, rel: str, is_dir: bool, reason: str) -> None:
