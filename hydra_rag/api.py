@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.errors import HydraError
-from hydra_rag.paths import INDEX_DIR
+from hydra_rag.paths import INDEX_DIR, store_names  # noqa: F401 (part of the API)
 
 Warn = Callable[[str], None]
 
@@ -201,3 +201,4 @@ def store_rows() -> list[dict[str, Any]]:
                      "index_exists": (Path(path) / INDEX_DIR / "meta.yaml").is_file(),
                      "problem": problem})
     return rows
+

@@ -19,12 +19,11 @@ from hydra_rag.citations import CitationReport, check_citations
 from hydra_rag.config import Settings
 from hydra_rag.endpoint import REFUSED, KeyEnv
 from hydra_rag.errors import HydraError, SidecarError
+from hydra_rag.evidence import weak
+from hydra_rag.paths import store_names
 from hydra_rag.prompt import Prompt, Source, Turn, build_prompt
 from hydra_rag.sidecar import SidecarSpec, crash_of, ensure, log_tail, read_record, touch
 
-# Below this cosine similarity (all-MiniLM-L6-v2) and with no keyword hit, a passage is not
-# treated as relevant: the model is not asked to answer from passages that do not bear on it.
-MIN_SIMILARITY = 0.2
 # Tokens kept free beyond the answer's max_tokens, for template tokens the count misses.
 MARGIN = 32
 KEEPALIVE_SECONDS = 60.0
@@ -136,12 +135,14 @@ class TurnResult:
     no_context: bool = False
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    multi: bool = False  # the chat spans several folders: sources name theirs
 
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
-            "sources": [{"n": s.n, "store": s.store, "path": s.path, "line_start": s.line_start,
-                         "line_end": s.line_end, "section": s.section} for s in self.sources],
+            "sources": [{"n": s.n, "store": s.store, "store_name": s.store_name, "path": s.path,
+                         "line_start": s.line_start, "line_end": s.line_end,
+                         "section": s.section} for s in self.sources],
             "citations": self.citations.to_json(),
             "retrieval": self.retrieval,
             "usage": self.usage,
@@ -219,10 +220,14 @@ class Chat:
         also = f"{previous} {question}" if previous else None
         hits = self.searcher.search(question, self.top_k, also=also)
         self.warnings = list(self.searcher.warnings)
+        # The model is not asked to answer from passages that do not bear on the question
+        # (hydra_rag.evidence.weak): with none left, the folder has nothing on it.
+        # A follow-up counts with the question before it, as it was searched.
         relevant = [h for h in hits
-                    if any(name.startswith(("bm25", "literal", "term:")) for name in h.ranks)
-                    or (h.similarity is not None and h.similarity >= MIN_SIMILARITY)]
-        sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text, h.section)
+                    if not weak(h, question) or (also is not None and not weak(h, also))]
+        names = store_names(self.roots)
+        sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text, h.section,
+                          names.get(h.store, ""))
                    for i, h in enumerate(relevant, start=1)]
         info = {"query": question, "also": also, "hits": [
             {"store": h.store, "path": h.path, "line_start": h.line_start,
@@ -242,8 +247,9 @@ class Chat:
             sources, retrieval, found = self.retrieve(question)
             if not found:
                 names = ", ".join(map(str, self.roots))
-                answer = (f"Nothing in {names} matches this question, so there is nothing to "
-                          "answer from. Rephrase it, or turn retrieval off with /rag off.")
+                answer = (f"{names} has nothing on this question: the closest passages are "
+                          "about something else, and I do not answer from them. Rephrase it, "
+                          "or turn retrieval off with /rag off.")
                 result = TurnResult(question, answer, [], CitationReport(), retrieval,
                                     {"prompt_tokens": 0, "completion_tokens": 0}, no_context=True)
                 self._record(result)
@@ -261,7 +267,7 @@ class Chat:
         usage = {"prompt_tokens": prompt.tokens,
                  "completion_tokens": self.count(answer) - 1 if answer else 0}
         result = TurnResult(question, answer, prompt.sources, cites, retrieval, usage, prompt,
-                            interrupted=interrupted)
+                            interrupted=interrupted, multi=len(self.roots) > 1)
         result.notes += [f"skipped: {w}" for w in self.warnings]
         if prompt.dropped_sources or prompt.dropped_turns:
             result.notes.append(f"to fit the model's context, {prompt.dropped_sources} passage(s) "

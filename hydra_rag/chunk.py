@@ -190,6 +190,13 @@ def _sections(heads: dict[int, tuple[int, str, int]]) -> Callable[[int], str]:
     return section
 
 
+def section_at(text: str, markup: str | None, line: int) -> str:
+    """The section a line of a document stands in (1-based), as its chunk would be given."""
+    if not markup:
+        return ""
+    return _sections(outline(text.splitlines(keepends=True), markup))(line)
+
+
 @dataclass(frozen=True)
 class _Outline:
     """Heading lines of a document, as the splitter needs them."""

@@ -59,8 +59,9 @@ def rrf(lists: Mapping[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, f
 
 
 def looks_like_code(query: str) -> bool:
-    """Does the query name code (an identifier, a call, a dotted path) rather than ask in words?"""
-    return bool(_CODE_LIKE.search(query))
+    """Does the query name code (an identifier, a call, a dotted path, a backticked span, a
+    --flag or Header-Name) rather than ask in words?"""
+    return bool(_CODE_LIKE.search(query)) or bool(literal_terms(query))
 
 
 def literal_phrase(query: str) -> str:

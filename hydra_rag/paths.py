@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,3 +53,18 @@ def dirs() -> Dirs:
         _xdg("XDG_STATE_HOME", ".local/state") / APP,
         _xdg("XDG_CACHE_HOME", ".cache") / APP,
     )
+
+
+def store_names(stores: Iterable[str | Path]) -> dict[str, str]:
+    """One short name per indexed folder, the same in `search`, the chat's sources and JSON:
+    its base name, with as many parent folders as it takes to tell two of one name apart."""
+    paths = [Path(s) for s in dict.fromkeys(map(str, stores))]
+    depth = dict.fromkeys(paths, 1)
+    while True:
+        names = {p: "/".join(p.parts[-depth[p]:]) for p in paths}
+        clash = [p for p in paths
+                 if list(names.values()).count(names[p]) > 1 and depth[p] < len(p.parts)]
+        if not clash:
+            return {str(p): names[p] for p in paths}
+        for p in clash:
+            depth[p] += 1

@@ -34,10 +34,15 @@ class Source:
     line_end: int
     text: str
     section: str = ""  # the headings the passage stands under
+    store_name: str = ""  # the folder's short name (hydra_rag.paths.store_names)
 
     @property
     def label(self) -> str:
         return f"{self.path}:{self.line_start}-{self.line_end}"
+
+    def where(self, multi: bool) -> str:
+        """The label, after the folder's name when the chat spans several folders."""
+        return f"{self.store_name}:{self.label}" if multi and self.store_name else self.label
 
 
 @dataclass(frozen=True)

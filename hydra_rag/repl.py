@@ -26,11 +26,10 @@ end a line with \\ to continue on the next line; Ctrl-C stops an answer"""
 def render_sources(result: TurnResult) -> list[str]:
     if result.no_context or not result.sources:
         return []
-    multi = len({s.store for s in result.sources}) > 1
     lines = ["sources:"]
     for s in result.sources:
-        where = f"{s.store}:{s.label}" if multi else s.label
-        lines.append(f"  [{s.n}] {where}" + (f"  § {s.section}" if s.section else ""))
+        lines.append(f"  [{s.n}] {s.where(result.multi)}"
+                     + (f"  § {s.section}" if s.section else ""))
     return lines
 
 
@@ -129,9 +128,14 @@ class Repl:
 
     def run_piped(self, lines: TextIO) -> None:
         """Each input line is one turn (or a slash command)."""
+        told = False
         for raw in lines:
             line = raw.strip().replace("\x00", "")
             if not line:
+                if not told:  # once, not per line: a script may be full of them
+                    print("note: a blank line is not a question; blank lines are skipped",
+                          file=self.err, flush=True)
+                    told = True
                 continue
             if not line.startswith("/"):
                 print(f"> {line}", file=self.out, flush=True)

@@ -86,6 +86,7 @@ class Hit:
     similarity: float | None = None  # cosine similarity to the query, when a vector list had it
     rerank: float | None = None  # the reranker's score, when it read this chunk
     section: str = ""  # the headings the chunk stands under ("Guide › Install")
+    embedder: str = ""  # the embedder of the chunk's table
 
 
 def _key(store: object, name: str) -> str:
@@ -135,6 +136,7 @@ class _Lists:
     similarity: dict[str, float] = field(default_factory=dict)
     # (list tag, key) → the dense weight of the key's table for that list's query
     dense: dict[tuple[str, str], float] = field(default_factory=dict)
+    embedder: dict[str, str] = field(default_factory=dict)  # key → its table's embedder
 
     def add(self, name: str, store: str, found: _Found, vector: bool, dense: float) -> None:
         out = self.scores.setdefault(name, [])
@@ -479,6 +481,9 @@ class Searcher:
             analysis = self._analysis.get(_key(store.root, t))
             language = analysis.language if analysis else None
             lists, literal = res
+            for found in [*literal.values(), *(f for pair in lists for f in pair)]:
+                if found is not None:
+                    out.embedder.update((_key(store.root, cid), eid) for cid in found.ids)
             for name, matches in literal.items():
                 if matches is not None:
                     out.add(name, str(store.root), matches, False,
@@ -553,7 +558,8 @@ class Searcher:
             r = found.row(key)
             hits.append(Hit(r["store"], r["path"], r["kind"], int(r["line_start"]),
                             int(r["line_end"]), r["text"], score, ranks, r["id"],
-                            found.similarity.get(key), section=r.get("section") or ""))
+                            found.similarity.get(key), section=r.get("section") or "",
+                            embedder=found.embedder.get(key, "")))
         if top:
             # A follow-up is judged together with the question before it, as it was searched.
             hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)

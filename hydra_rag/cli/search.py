@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,15 +21,48 @@ from hydra_rag.cli.base import (
     say,
 )
 from hydra_rag.errors import HydraError
+from hydra_rag.paths import store_names
 
 
-def _hit_json(rank: int, h: Any) -> dict[str, Any]:
-    return {"rank": rank, "path": h.path, "store": h.store, "kind": h.kind,
-            "line_start": h.line_start, "line_end": h.line_end, "section": h.section,
-            "score": round(h.score, 6), "text": h.text, "ranks": h.ranks,
-            **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {})}
+def _hit_json(rank: int, h: Any, query: str, names: dict[str, str]) -> dict[str, Any]:
+    from hydra_rag.evidence import matching_lines, weak
+
+    return {"rank": rank, "path": h.path, "store": h.store, "store_name": names.get(h.store, ""),
+            "kind": h.kind, "line_start": h.line_start, "line_end": h.line_end,
+            "section": h.section, "score": round(h.score, 6), "text": h.text, "ranks": h.ranks,
+            **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {}),
+            # the lines shown as the reason it matched; weak: it does not bear on the query
+            "matches": [m.number for m in matching_lines(h.text, h.line_start, query)],
+            "weak": weak(h, query)}
 
 
+def _show(i: int, h: Any, query: str, label: str, explain: bool) -> None:
+    from rich.text import Text
+
+    from hydra_rag.evidence import matching_lines, weak
+
+    score = f"{h.score:.4f}" if h.rerank is None else f"reranker {h.rerank:.2f}"
+    head = Text(f"{i:2}. {label}:{h.line_start}-{h.line_end}", style="bold")
+    head.append(f"  {h.kind} · {score}", style="dim")
+    if weak(h, query):
+        head.append("  weak: not about this", style="yellow")
+    out.print(head, highlight=False)
+    if explain:
+        ranks = ", ".join(f"{name} #{r}" for name, r in sorted(h.ranks.items()))
+        sim = f"   cosine {h.similarity:.3f}" if h.similarity is not None else ""
+        fused = f"   fused {h.score:.4f}" if h.rerank is not None else ""
+        out.print(f"    ranks: {ranks}{sim}{fused}", markup=False, highlight=False)
+    if h.section:
+        out.print(f"    § {h.section}", style="dim", markup=False, highlight=False)
+    lines = matching_lines(h.text, h.line_start, query)
+    width = len(str(lines[-1].number)) if lines else 1
+    for line in lines:
+        text = Text(f"    {line.number:>{width}}│ ", style="dim")
+        body = Text(line.text)
+        for a, b in line.spans:
+            body.stylize("bold magenta", a, b)
+        text.append_text(body)
+        out.print(text, highlight=False, soft_wrap=False, overflow="ellipsis", no_wrap=True)
 
 
 @app.command()
@@ -64,37 +98,29 @@ def search(
     roots, federated = api.folders(path, all_, tag)
     searcher = Searcher(roots, load_settings(**rerank_flags(rerank, rerank_top)),
                         skip_broken=federated)
+    names = store_names(str(store.root) for store, _ in searcher.stores)
     if queries is not None:
         for n, item in enumerate(_read_queries(queries), start=1):
             hits = searcher.search(item["text"], k, tables, methods=lists)
             print_json({"query_id": item.get("_id", str(n)), "query": item["text"],
-                         "results": [_hit_json(i, h) for i, h in enumerate(hits, 1)]})
+                         "results": [_hit_json(i, h, item["text"], names)
+                                     for i, h in enumerate(hits, 1)]})
         return
     assert query is not None
     hits = searcher.search(query, k, tables, methods=lists)
     for w in searcher.warnings:
         say(f"warning: {w}")
     if as_json:
-        print_json({"query": query, "results": [_hit_json(i, h) for i, h in enumerate(hits, 1)]})
+        print_json({"query": query, "results": [_hit_json(i, h, query, names)
+                                                for i, h in enumerate(hits, 1)],
+                    "warnings": list(searcher.warnings)})
         return
     if not hits:
         say("no results")
         return
     multi = len(searcher.stores) > 1
     for i, h in enumerate(hits, start=1):
-        label = f"{Path(h.store).name}:{h.path}" if multi else h.path
-        score = f"{h.score:.4f}" if h.rerank is None else f"reranker {h.rerank:.2f}"
-        out.print(f"[bold]{i:2}. {label}:{h.line_start}-{h.line_end}[/bold]  "
-                  f"[dim]{h.kind} · {score}[/dim]", highlight=False)
-        if explain:
-            ranks = ", ".join(f"{name} #{r}" for name, r in sorted(h.ranks.items()))
-            sim = f"   cosine {h.similarity:.3f}" if h.similarity is not None else ""
-            fused = f"   fused {h.score:.4f}" if h.rerank is not None else ""
-            out.print(f"    ranks: {ranks}{sim}{fused}", markup=False, highlight=False)
-        if h.section:
-            out.print(f"    § {h.section}", style="dim", markup=False, highlight=False)
-        snippet = " ".join(h.text.split())[:160]
-        out.print(f"    {snippet}", markup=False, highlight=False)
+        _show(i, h, query, f"{names[h.store]}:{h.path}" if multi else h.path, explain)
 
 
 
@@ -182,3 +208,30 @@ def eval_(
             where = f"rank {o.rank}" if o.rank else "not in the top " + str(k)
             out.print(f"  {o.id} ({where}) {o.label}: {o.fix or 'fine'}",
                       markup=False, highlight=False)
+
+
+@app.command()
+def get(
+    spec: Annotated[str, typer.Argument(
+        metavar="PATH[:START[-END]]",
+        help="An indexed file, optionally a line or a range of lines (`src/app.py:120-160`; "
+             "START alone shows 40 lines).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print lines of an indexed file, to read around a search hit."""
+    from hydra_rag.excerpt import parse_spec, read_excerpt
+
+    target, start, end = parse_spec(spec)
+    ex = read_excerpt(target, start, end)
+    if ex.changed:
+        say(f"warning: {ex.path} changed since it was indexed — run `hydra-rag index {ex.root}`")
+    if as_json:
+        print_json({"root": str(ex.root), "path": ex.path, "line_start": ex.line_start,
+                    "line_end": ex.line_end, "total_lines": ex.total, "section": ex.section,
+                    "changed": ex.changed, "lines": ex.lines})
+        return
+    trail = f"  § {ex.section}" if ex.section else ""
+    say(f"{ex.path}:{ex.line_start}-{ex.line_end} of {ex.total}{trail}")
+    width = len(str(ex.line_end))
+    for n, line in enumerate(ex.lines, start=ex.line_start):
+        sys.stdout.write(f"{n:>{width}}  {line}\n")

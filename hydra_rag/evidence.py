@@ -1,0 +1,160 @@
+"""Why a hit matched, and whether it bears on the question at all. Pure functions, no I/O.
+
+- `matching_lines`: the lines of a chunk that hold the query's words (or its exact string),
+  best first, with the character spans to highlight; what `search` shows instead of the
+  chunk's first lines.
+- `coverage`: the share of the query's content words a text holds.
+- `weak`: a hit that neither holds the query's words (BM25 with enough of them, the literal or
+  a rare name) nor is close in meaning (cosine at least the embedder's `min_similarity`). The
+  chat does not answer from weak hits; `search` marks them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hydra_rag.fuse import literal_phrase, literal_terms
+
+# Words that carry no topic of their own in a question (English; other languages' questions
+# simply keep theirs, which only makes coverage stricter).
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from
+further had has have having he her here hers him his how i if in into is it its itself
+just me more most my no nor not of off on once only or other our out over own same she
+should so some such than that the their them then there these they this those through to
+too under until up very was we were what when where which while who whom why will with
+would you your yours explain tell show find give use used using work works get gets set
+sets make thing things way
+""".split())  # noqa: SIM905 (a list of words reads better as text)
+MAX_LINES = 3  # lines shown per hit
+LINE_CHARS = 160  # of each line, around its first match
+# Share of the query's content words a BM25-only hit must hold to bear on the question.
+MIN_COVERAGE = 0.67
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_SUFFIX = re.compile(r"(?:ing|ed|es|s)$")
+
+
+def _stem(word: str) -> str:
+    """A crude English stem, for matching only: `indexing`, `indexed`, `indexes` → `index`."""
+    word = word.lower()
+    return _SUFFIX.sub("", word) if len(word) > 4 else word
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's content words (stems, lower case), in order, once each."""
+    words = [w for w in _WORD.findall(query) if w.lower() not in STOPWORDS and len(w) > 1]
+    return list(dict.fromkeys(_stem(w) for w in words))
+
+
+def _parts(line: str) -> list[tuple[int, int, str]]:
+    """The words of a line with their spans; camelCase and snake_case split into parts."""
+    out = []
+    for m in _WORD.finditer(line):
+        word, at = m.group(), m.start()
+        for p in re.finditer(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+", word):
+            out.append((at + p.start(), at + p.end(), _stem(p.group())))
+        if len(word) > 1 and not word.islower() and not word.isupper():
+            out.append((at, m.end(), _stem(word)))  # the whole identifier too
+    return out
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int
+    text: str
+    spans: tuple[tuple[int, int], ...]  # character spans of the matches in `text`
+
+
+def _needles(query: str) -> list[str]:
+    exact = [literal_phrase(query), *literal_terms(query)]
+    return [n.lower() for n in exact if n]
+
+
+def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINES) -> list[Line]:
+    """The lines of a chunk that best match the query, in file order: the ones holding its
+    exact string first, then those with the most distinct query words. When no line matches
+    (a hit found by meaning alone), the first non-blank lines."""
+    terms = set(query_terms(query))
+    needles = _needles(query)
+    scored: list[tuple[float, int, Line]] = []
+    lines = text.split("\n")
+    for i, raw in enumerate(lines):
+        low = raw.lower()
+        spans: list[tuple[int, int]] = []
+        score = 0.0
+        for n in needles:
+            at = low.find(n)
+            if at >= 0:
+                score += 10.0
+                while at >= 0:
+                    spans.append((at, at + len(n)))
+                    at = low.find(n, at + len(n))
+        seen = set()
+        for a, b, stem in _parts(raw):
+            if stem in terms:
+                seen.add(stem)
+                spans.append((a, b))
+        score += len(seen)
+        if score:
+            scored.append((-score, i, Line(line_start + i, raw, tuple(sorted(set(spans))))))
+    if not scored:
+        plain = [Line(line_start + i, raw, ()) for i, raw in enumerate(lines) if raw.strip()]
+        return [_clip(x) for x in plain[:limit]]
+    best = sorted(scored)[:limit]
+    return [_clip(line) for _, _, line in sorted(best, key=lambda t: t[1])]
+
+
+def _clip(line: Line) -> Line:
+    """At most LINE_CHARS of a line, around its first match; tabs and runs of spaces kept."""
+    text = line.text.rstrip()
+    if len(text) <= LINE_CHARS:
+        return Line(line.number, text, tuple(s for s in line.spans if s[1] <= len(text)))
+    first = line.spans[0][0] if line.spans else 0
+    start = max(0, min(first - LINE_CHARS // 4, len(text) - LINE_CHARS))
+    cut = text[start : start + LINE_CHARS]
+    lead = "…" if start else ""
+    tail = "…" if start + LINE_CHARS < len(text) else ""
+    shift = len(lead) - start
+    spans = tuple((a + shift, b + shift) for a, b in line.spans
+                  if a >= start and b <= start + LINE_CHARS)
+    return Line(line.number, lead + cut + tail, spans)
+
+
+def coverage(text: str, query: str) -> float:
+    """The share of the query's content words (stems) that the text holds; 1.0 for a query
+    without any."""
+    terms = set(query_terms(query))
+    if not terms:
+        return 1.0
+    found = {stem for line in text.split("\n") for _, _, stem in _parts(line)} & terms
+    return len(found) / len(terms)
+
+
+# The cosine at which a hit found by meaning alone bears on the question, per embedder: each
+# model spreads its similarities over a band of its own. minilm-l6 measured with
+# bench/nothing_relevant.py (BENCHMARKS.md); the others keep the rule they had before.
+MIN_SIMILARITY = {"minilm-l6": 0.35}
+DEFAULT_MIN_SIMILARITY = 0.2
+
+
+def min_similarity(embedder_id: str) -> float:
+    return MIN_SIMILARITY.get(embedder_id, DEFAULT_MIN_SIMILARITY)
+
+
+def weak(hit: Any, query: str, cosine: float | None = None,
+         min_coverage: float = MIN_COVERAGE) -> bool:
+    """Does this hit fail to bear on the query? Not when it holds the exact string or a rare
+    name the query names, nor when BM25 found it holding at least `min_coverage` of the
+    query's words, nor when its cosine similarity reaches `cosine` (default: its embedder's
+    `min_similarity`)."""
+    if cosine is None:
+        cosine = min_similarity(hit.embedder)
+    names = hit.ranks
+    if any(n == "literal" or n.startswith("term:") for n in names):
+        return False
+    if any(n.startswith("bm25") for n in names) and coverage(hit.text, query) >= min_coverage:
+        return False
+    return hit.similarity is None or hit.similarity < cosine

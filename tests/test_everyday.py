@@ -1,0 +1,196 @@
+"""Everyday use: why a hit matched, reading around it, weak hits, the default model, a bundle's
+own history, cheap checks first, one name per folder — through the real command, index and
+sidecars."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import run_cli, write_tree
+from hydra_rag.evidence import coverage, matching_lines, query_terms, weak
+from hydra_rag.excerpt import parse_spec
+from hydra_rag.paths import store_names
+
+FAST = ["--max-tokens", "24", "--top-k", "3", "--temperature", "0"]
+
+# A long module: the line about retries stands in the middle of a 30-line chunk.
+_FILLER = "".join(f"    step_{i} = prepare(step_{i - 1})  # plumbing\n" for i in range(1, 14))
+LONG = ('"""Network client."""\n\n\ndef fetch(url):\n' + _FILLER
+        + "    # Retry with exponential backoff when the server answers 503.\n"
+        + _FILLER + "    return step_13\n")
+
+
+@pytest.fixture
+def folder(home: Path, corpus: Path) -> Path:
+    write_tree(corpus, {
+        "src/client.py": LONG,
+        "docs/guide.md": ("# Guide\n\n## Install\n\nRun the installer.\n\n### Linux\n\n"
+                          "Use the package manager to install it on Linux.\n"),
+        ".env": "SECRET_TOKEN=abc123\n",
+        "notes/ignored.txt": "ignored notes\n",
+        ".gitignore": "notes/\n",
+    })
+    proc = run_cli("index", str(corpus))
+    assert proc.returncode == 0, proc.stderr
+    return corpus
+
+
+# -- pure functions ---------------------------------------------------------------------------
+
+
+def test_matching_lines_pick_the_lines_with_the_words() -> None:
+    got = matching_lines(LONG, 1, "retry backoff on 503")
+    assert [line.number for line in got] == [LONG.splitlines().index(
+        "    # Retry with exponential backoff when the server answers 503.") + 1]
+    text = got[0].text
+    assert {text[a:b].lower() for a, b in got[0].spans} == {"retry", "backoff", "503"}
+    # camelCase and snake_case parts match the query's words
+    got = matching_lines("x = 1\ndef getUserName():\n    pass\n", 10, "user name")
+    assert [line.number for line in got] == [11]
+    # found by meaning alone: the first lines, nothing highlighted
+    got = matching_lines("alpha\n\nbeta\ngamma\ndelta\n", 5, "zzz")
+    assert [(line.number, line.spans) for line in got] == [(5, ()), (7, ()), (8, ())]
+    # a very long line is cut around its match
+    line = "x" * 500 + " needle " + "y" * 500
+    got = matching_lines(line, 1, "needle")[0]
+    assert len(got.text) <= 162 and "needle" in got.text
+    a, b = got.spans[0]
+    assert got.text[a:b] == "needle"
+
+
+def test_coverage_and_weak() -> None:
+    assert query_terms("What is the capital of Mongolia?") == ["capital", "mongolia"]
+    assert coverage("Ulaanbaatar is the capital of Mongolia.", "capital of Mongolia") == 1.0
+    assert coverage("the capital was raised", "capital of Mongolia") == 0.5
+
+    def hit(ranks: dict[str, int], similarity: float | None, text: str = "") -> SimpleNamespace:
+        return SimpleNamespace(ranks=ranks, similarity=similarity, text=text,
+                               embedder="minilm-l6")
+
+    q = "what is the capital of Mongolia?"
+    # the click logo's path data came back with cosine 0.227 and nothing else
+    assert weak(hit({"vector:minilm-l6": 1}, 0.227), q)
+    assert not weak(hit({"vector:minilm-l6": 1}, 0.52), q)
+    assert weak(hit({"bm25": 3}, None, "the capital was raised"), q)  # one word of two
+    assert not weak(hit({"bm25": 3}, None, "capital of Mongolia"), q)
+    assert not weak(hit({"literal": 1}, 0.05), q)
+    assert not weak(hit({"term:get_user": 1}, None), "where is get_user")
+
+
+def test_parse_spec_and_store_names(tmp_path: Path) -> None:
+    assert parse_spec("src/app.py") == ("src/app.py", None, None)
+    assert parse_spec("src/app.py:12") == ("src/app.py", 12, None)
+    assert parse_spec("src/app.py:12-30") == ("src/app.py", 12, 30)
+    odd = tmp_path / "a:1"
+    odd.write_text("x\n")
+    assert parse_spec(str(odd)) == (str(odd), None, None)  # a real file name with a colon
+    assert store_names(["/w/a/docs", "/w/b/docs", "/w/c/notes"]) == {
+        "/w/a/docs": "a/docs", "/w/b/docs": "b/docs", "/w/c/notes": "notes"}
+
+
+# -- through the command --------------------------------------------------------------------
+
+
+def test_search_shows_the_matching_lines(folder: Path) -> None:
+    proc = run_cli("search", "retry with exponential backoff", "--path", str(folder), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    top = out["results"][0]
+    assert top["path"] == "src/client.py"
+    wanted = LONG.splitlines().index(
+        "    # Retry with exponential backoff when the server answers 503.") + 1
+    assert top["line_start"] < wanted <= top["line_end"]
+    assert top["matches"][0] == wanted and top["weak"] is False
+    assert top["store_name"] == folder.name and out["warnings"] == []
+    proc = run_cli("search", "retry with exponential backoff", "--path", str(folder), "-k", "1")
+    assert f"{wanted}│" in proc.stdout and "Retry with exponential backoff" in proc.stdout
+    assert "step_1 = prepare" not in proc.stdout  # not the chunk's first lines
+
+
+def test_search_marks_weak_hits(folder: Path) -> None:
+    proc = run_cli("search", "what is the capital of Mongolia?", "--path", str(folder), "--json")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    assert results and all(r["weak"] for r in results)
+    proc = run_cli("search", "what is the capital of Mongolia?", "--path", str(folder), "-k", "2")
+    assert proc.stdout.count("weak: not about this") == 2
+
+
+def test_get_reads_around_a_hit(folder: Path) -> None:
+    proc = run_cli("get", "docs/guide.md:9-9", "--json", cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["lines"] == ["Use the package manager to install it on Linux."]
+    assert got["section"] == "Guide › Install › Linux" and got["changed"] is False
+    proc = run_cli("get", str(folder / "src/client.py") + ":4")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    total = len(LONG.splitlines())  # 32: fewer than the 40 lines START alone asks for
+    assert len(lines) == total - 3 and lines[0].split(maxsplit=1) == ["4", "def fetch(url):"]
+    assert f"src/client.py:4-{total} of {total}" in proc.stderr
+    proc = run_cli("get", "src/client.py:2-5", cwd=folder)
+    assert [x.split(maxsplit=1)[0] for x in proc.stdout.splitlines()] == ["2", "3", "4", "5"]
+    # what the walker leaves out, the index's own files, other folders: refused
+    for spec, why in ((".env", "not in the index"), ("notes/ignored.txt", "not in the index"),
+                      (".hydra-index/files.json", "not in the index"),
+                      ("/etc/hostname", "not in an indexed folder"),
+                      ("docs/guide.md:99", "past its end"), ("docs/guide.md:5-2", "ends before"),
+                      ("nothere.md", "no such file")):
+        proc = run_cli("get", spec, cwd=folder)
+        assert proc.returncode == 1 and why in proc.stderr, (spec, proc.stderr)
+        assert "SECRET_TOKEN" not in proc.stdout + proc.stderr
+    # a link out of the folder is read as what it points to: refused
+    os.symlink("/etc/hostname", folder / "docs" / "host.md")
+    proc = run_cli("get", "docs/host.md", cwd=folder)
+    assert proc.returncode == 1 and "not in an indexed folder" in proc.stderr
+    # a file edited since indexing still reads, with a warning
+    (folder / "docs/guide.md").write_text("# Guide\n\nchanged\n")
+    proc = run_cli("get", "docs/guide.md", cwd=folder)
+    assert proc.returncode == 0 and "changed since it was indexed" in proc.stderr
+
+
+def test_ask_without_a_model_uses_the_default(folder: Path) -> None:
+    proc = run_cli("ask", "How often should tomatoes be watered?", "--rag", str(folder),
+                   "--json", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["sources"][0]["path"] == "docs/gardening.md"
+    assert out["sources"][0]["store_name"] == folder.name
+    proc = run_cli("ask", "How often?", "--rag", str(folder), *FAST,
+                   env={"HYDRA_RAG_DEFAULT_MODEL": "no-such-model"})
+    assert proc.returncode == 1 and "no-such-model" in proc.stderr
+
+
+def test_empty_question_fails_before_any_model_starts(isolated_home: Path, corpus: Path) -> None:
+    proc = run_cli("ask", "   ", "--rag", str(corpus))
+    assert proc.returncode == 1 and "the question is empty" in proc.stderr
+    proc = run_cli("sidecars", "list", "--json")
+    assert json.loads(proc.stdout) == []
+
+
+def test_blank_piped_lines_are_said_once(folder: Path) -> None:
+    proc = run_cli("chat", "--rag", str(folder), "--new", "--session", "t-blank", *FAST,
+                   input="\n\n   \n/sources\n\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("blank lines are skipped") == 1
+
+
+def test_a_bundles_history_is_its_own(isolated_home: Path, corpus: Path, tmp_path: Path) -> None:
+    assert run_cli("index", str(corpus)).returncode == 0
+    persona = tmp_path / "gardener.md"
+    persona.write_text("You answer questions about gardening.\n")
+    proc = run_cli("create", "smollm2-135m", str(persona), "garden", "--rag-index", str(corpus))
+    assert proc.returncode == 0, proc.stderr
+    for model in ("garden", "smollm2-135m"):
+        proc = run_cli("chat", model, "--rag", str(corpus), *FAST,
+                       input="How often should tomatoes be watered?\n")
+        assert proc.returncode == 0, proc.stderr
+    sessions = {s["name"]: s for s in json.loads(run_cli("sessions", "list", "--json").stdout)}
+    assert len(sessions) == 2, sessions
+    mine = [name for name in sessions if "garden" in name]
+    assert len(mine) == 1 and sessions[mine[0]]["turns"] == 1
