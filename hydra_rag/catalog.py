@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from hydra_rag.errors import ConfigError, ModelError
+from hydra_rag.errors import ConfigError, ModelError, yaml_problem
 from hydra_rag.paths import dirs
 
 _E = TypeVar("_E")
@@ -434,7 +434,8 @@ def parse_catalog(text: str, origin: str) -> Catalog:
     try:
         doc = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{origin}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{origin}: not valid YAML ({yaml_problem(exc)}) — fix or remove "
+                          "that file") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{origin}: expected a mapping with 'embedders' and/or 'models' lists")
     unknown = set(doc) - set(_PARSERS)

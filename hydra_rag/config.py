@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from hydra_rag.catalog import ENV_NAME, looks_like_secret
-from hydra_rag.errors import ConfigError
+from hydra_rag.errors import ConfigError, yaml_problem
 from hydra_rag.paths import dirs
 
 
@@ -82,7 +82,8 @@ def load_settings(**flags: Any) -> Settings:
         try:
             doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+            raise ConfigError(f"{path}: not valid YAML ({yaml_problem(exc)}) — fix or remove "
+                              "that file") from None
         if not isinstance(doc, dict):
             raise ConfigError(f"{path}: expected a mapping of setting: value")
         for key, value in doc.items():

@@ -35,3 +35,12 @@ class IndexError_(HydraError):
 
 class IndexLocked(IndexError_):
     """Another process is indexing the same folder."""
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A YAML parser error in one line: what is wrong and where ("mapping values are not
+    allowed here, line 3 column 7"), not the parser's multi-line trace."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    where = f", line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import yaml
 
 from hydra_rag.citations import fold
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, yaml_problem
 from hydra_rag.rerank import MAX_TOP
 from hydra_rag.retrieve import CANDIDATES, Searcher
 from hydra_rag.store import Store
@@ -91,7 +91,7 @@ def load_questions(path: Path) -> list[Question]:
         try:
             doc = yaml.safe_load(raw_text)
         except yaml.YAMLError as exc:
-            raise HydraError(f"{path}: not valid YAML: {exc}") from None
+            raise HydraError(f"{path}: not valid YAML ({yaml_problem(exc)})") from None
         if isinstance(doc, dict):
             doc = doc.get("questions")
         if not isinstance(doc, list):

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from hydra_rag.catalog import PARAMS, _check
-from hydra_rag.errors import ConfigError
+from hydra_rag.errors import ConfigError, yaml_problem
 
 
 def parse_persona(text: str, origin: str) -> tuple[str, dict[str, Any]]:
@@ -23,7 +23,8 @@ def parse_persona(text: str, origin: str) -> tuple[str, dict[str, Any]]:
         try:
             meta = yaml.safe_load("".join(lines[1:end])) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{origin}: front matter is not valid YAML: {exc}") from None
+            raise ConfigError(f"{origin}: front matter is not valid YAML "
+                              f"({yaml_problem(exc)})") from None
         if not isinstance(meta, dict):
             raise ConfigError(f"{origin}: front matter must be a mapping of parameters")
         for key, value in meta.items():

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from hydra_rag.chunk import CHUNKER_VERSION
-from hydra_rag.errors import IndexError_
+from hydra_rag.errors import IndexError_, yaml_problem
 from hydra_rag.locks import write_atomic
 from hydra_rag.paths import INDEX_DIR
 
@@ -95,9 +95,11 @@ class Store:
         try:
             meta = yaml.safe_load(self.meta_path.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise IndexError_(f"{self.meta_path} is corrupt: {exc}") from None
+            raise IndexError_(f"{self.meta_path} is corrupt ({yaml_problem(exc)}) — rebuild it "
+                              f"with `hydra-rag index {self.root} --full`") from None
         if not isinstance(meta, dict) or not isinstance(meta.get("tables", {}), dict):
-            raise IndexError_(f"{self.meta_path} is corrupt: not a mapping with 'tables'")
+            raise IndexError_(f"{self.meta_path} is corrupt (not a mapping with 'tables') — "
+                              f"rebuild it with `hydra-rag index {self.root} --full`")
         return meta
 
     def write_meta(self, meta: dict[str, Any]) -> None:

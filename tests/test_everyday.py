@@ -194,3 +194,22 @@ def test_a_bundles_history_is_its_own(isolated_home: Path, corpus: Path, tmp_pat
     assert len(sessions) == 2, sessions
     mine = [name for name in sessions if "garden" in name]
     assert len(mine) == 1 and sessions[mine[0]]["turns"] == 1
+
+
+def test_one_red_line_for_a_garbled_file(isolated_home: Path, corpus: Path) -> None:
+    assert run_cli("index", str(corpus)).returncode == 0
+    (corpus / ".hydra-index" / "meta.yaml").write_text("tables: {code: [\n  bad: : :\n")
+    proc = run_cli("search", "tomatoes", "--path", str(corpus))
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "line 2" in proc.stderr and f"hydra-rag index {corpus} --full" in proc.stderr
+    proc = run_cli("stores", "list")
+    assert proc.returncode == 0 and len(proc.stdout.strip().splitlines()) == 1
+    assert proc.stdout.rstrip().endswith("--full`")  # the problem last: columns stay put
+    assert run_cli("index", str(corpus), "--full").returncode == 0
+    assert run_cli("search", "tomatoes", "--path", str(corpus)).returncode == 0
+    config = isolated_home / "config" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("fusion: [score\n")
+    proc = run_cli("search", "tomatoes", "--path", str(corpus))
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert str(config) in proc.stderr

@@ -29,9 +29,10 @@ def stores_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
     if not rows:
         say("no indexed folders yet — run `hydra-rag index PATH`")
     for r in rows:
+        # The problem, which may be long, comes last: the columns before it stay aligned.
         state = r["problem"] or f"code {r['chunks'].get('code', 0)}, prose {r['chunks'].get('prose', 0)}"
         tags = f" [{', '.join(r['tags'])}]" if r["tags"] else ""
-        out.print(f"{r['path']}{tags}  {state}  {r['last_indexed'] or ''}",
+        out.print(f"{r['path']}{tags}  {r['last_indexed'] or '-'}  {state}",
                   markup=False, highlight=False)
 
 
