@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -213,3 +215,32 @@ def test_one_red_line_for_a_garbled_file(isolated_home: Path, corpus: Path) -> N
     proc = run_cli("search", "tomatoes", "--path", str(corpus))
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert str(config) in proc.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["index"], ["search"], ["ask"], ["chat"], ["get"],
+                                     ["stores", "tag"], ["models", "add"]])
+def test_help_shows_what_a_user_types(command: list[str]) -> None:
+    proc = run_cli(*command, "--help", env={"COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    usage = next(line for line in proc.stdout.splitlines() if "Usage:" in line)
+    assert "{" not in usage, usage
+    for raw in ("<bool>", "<list[", "<path>", "<int>", "<str>", "<float>"):
+        assert raw not in proc.stdout, (raw, command)
+
+
+def test_help_details_and_completion(tmp_path: Path) -> None:
+    out = run_cli("index", "--help", env={"COLUMNS": "200"}).stdout
+    assert "--include" in out and "GLOB" in out and "SECONDS" in out
+    assert "cite [n] sources" in run_cli("--help", env={"COLUMNS": "200"}).stdout
+    assert "QUESTION" in run_cli("ask", "--help", env={"COLUMNS": "200"}).stdout
+    # completion: `hydra-rag --show-completion bash` prints the script that
+    # --install-completion installs, and completing `hydra-rag ind` offers `index`
+    hydra = Path(sys.executable).parent / "hydra-rag"  # the installed command
+    proc = subprocess.run([str(hydra), "--show-completion", "bash"], capture_output=True,
+                          text=True, env={**os.environ, "SHELL": "/bin/bash"})
+    assert proc.returncode == 0 and "complete -o default -F _hydra_rag_completion hydra-rag" \
+        in proc.stdout, proc
+    got = subprocess.run([str(hydra)], capture_output=True, text=True, env={
+        **os.environ, "_HYDRA_RAG_COMPLETE": "complete_bash", "COMP_WORDS": "hydra-rag ind",
+        "COMP_CWORD": "1"})
+    assert got.stdout.split() == ["index"], got

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from hydra_rag.cli.base import app, err, state
+from hydra_rag.cli.base import app, err, humanize, state
 from hydra_rag.errors import HydraError
 
 # Commands register in this order, which is the order --help lists them in.
@@ -26,7 +26,7 @@ __all__ = ["app", "main"]
 def main() -> None:
     """Entry point: one red line per error (exit 1), usage errors exit 2, Ctrl-C exits 130."""
     try:
-        rc = app(standalone_mode=False)
+        rc = humanize(typer.main.get_command(app))(standalone_mode=False)
         # Without standalone mode, click returns the code of `typer.Exit(n)` instead of exiting.
         if isinstance(rc, int) and rc:
             sys.exit(rc)

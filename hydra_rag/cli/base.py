@@ -16,7 +16,7 @@ app = typer.Typer(
     help="Ask your own files: index a folder, search it, chat with it — all on this machine.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
 )
 rag_app = typer.Typer(help="Retrieval set-up: install the default embedder.", no_args_is_help=True)
 emb_app = typer.Typer(help="Manage embedders (the catalog of embedding models).",
@@ -86,3 +86,46 @@ def methods(mode: str) -> tuple[str, ...]:
     if mode not in modes:
         raise typer.BadParameter(f"--mode must be one of {', '.join(modes)}, not {mode!r}")
     return modes[mode]
+
+
+# What a user types after each option that takes a value (the rest: by its type).
+_METAVARS = {
+    "path": "DIR", "rag": "DIR", "rag-index": "DIR", "include": "GLOB", "exclude": "GLOB",
+    "tag": "TAG", "rag-tag": "TAG", "wait": "SECONDS", "embedder": "ID", "context-model": "ID",
+    "answers": "MODEL", "language": "LANG", "languages": "LANG,...", "mode": "MODE",
+    "queries": "FILE", "system-file": "FILE", "system": "TEXT", "session": "NAME",
+    "temperature": "T", "port": "PORT", "kind": "KIND", "pooling": "POOLING",
+    "chat-format": "FORMAT", "query-prefix": "TEXT", "document-prefix": "TEXT", "gpu": "BACKEND",
+}
+_BY_TYPE = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
+
+
+def humanize(command: Any) -> Any:
+    """Help that shows what a user types: `--include GLOB`, `-k N`, `PATH`, and nothing after
+    a flag — not Python's types (`<list[str]>`, `<bool>`) nor `{model}` — for `command` and
+    every subcommand. Returns the command."""
+    from typer.core import TyperArgument
+
+    class Argument(TyperArgument):
+        def _usage_display_name(self) -> str:
+            name = self.display_name_raw
+            return name if self.required else f"[{name}]"
+
+        def display_type(self, ctx: Any) -> str:
+            return ""
+
+    help_option = command.get_help_option(typer.Context(command))  # made once, then cached
+    for param in [*getattr(command, "params", []), *([help_option] if help_option else [])]:
+        if isinstance(param, TyperArgument):
+            param.__class__ = Argument
+            if param.metavar is None:
+                param.metavar = (param.name or "").upper() + ("..." if param.nargs != 1 else "")
+        elif getattr(param, "is_flag", False) or getattr(param, "count", False):
+            param.metavar = ""
+        elif param.metavar is None:
+            long = next((o.lstrip("-") for o in param.opts if o.startswith("--")), "")
+            bare = param.bare_type().removeprefix("list[").removesuffix("]")
+            param.metavar = _METAVARS.get(long) or _BY_TYPE.get(bare, "VALUE")
+    for sub in getattr(command, "commands", {}).values():
+        humanize(sub)
+    return command

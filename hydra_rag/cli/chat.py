@@ -58,7 +58,7 @@ def chat(
     rerank: RERANK = None,
     rerank_top: RERANK_TOP = None,
 ) -> None:
-    """Chat with retrieval on every turn; answers cite [n] sources, checked in code."""
+    """Chat with retrieval on every turn; answers cite \\[n] sources, checked in code."""
     from hydra_rag.repl import Repl
 
     c = api.open_chat(model, rag, no_rag, top_k, session, new, system, system_file,
