@@ -27,7 +27,7 @@ demo: install
 	$(BIN)/hydra-rag models pull smollm2-135m
 	$(BIN)/hydra-rag index .
 	$(BIN)/hydra-rag search "how does a sidecar pick its port" -k 5
-	$(BIN)/hydra-rag ask smollm2-135m "How does a sidecar pick its port?" --rag . --max-tokens 200
+	$(BIN)/hydra-rag ask "How does a sidecar pick its port?" --rag . --max-tokens 200
 
 lint: install
 	$(BIN)/ruff check hydra_rag tests bench
