@@ -244,3 +244,23 @@ def test_help_details_and_completion(tmp_path: Path) -> None:
         **os.environ, "_HYDRA_RAG_COMPLETE": "complete_bash", "COMP_WORDS": "hydra-rag ind",
         "COMP_CWORD": "1"})
     assert got.stdout.split() == ["index"], got
+
+
+def test_one_name_per_folder_everywhere(home: Path, tmp_path: Path) -> None:
+    a = write_tree(tmp_path / "a" / "docs", {"tomatoes.md": (
+        "# Tomatoes\n\nWater tomatoes deeply twice a week in summer.\n")})
+    b = write_tree(tmp_path / "b" / "docs", {"roses.md": (
+        "# Roses\n\nPrune roses in early spring, above an outward-facing bud.\n")})
+    for folder in (a, b):
+        assert run_cli("index", str(folder)).returncode == 0
+    proc = run_cli("search", "when to water tomatoes and prune roses", "--path", str(a),
+                   "--path", str(b), "--json")
+    names = {r["store"]: r["store_name"] for r in json.loads(proc.stdout)["results"]}
+    assert names == {str(a): "a/docs", str(b): "b/docs"}
+    proc = run_cli("search", "when to water tomatoes", "--path", str(a), "--path", str(b),
+                   "-k", "1")
+    assert "a/docs:tomatoes.md:1-3" in proc.stdout
+    proc = run_cli("ask", "When should tomatoes be watered?", "--rag", str(a), "--rag", str(b),
+                   *FAST)
+    assert proc.returncode == 0, proc.stderr
+    assert "a/docs:tomatoes.md:1-3" in proc.stdout  # the sources, named as search names them
