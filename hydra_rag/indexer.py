@@ -5,6 +5,7 @@ crash-safely. The library never prints: progress goes through a callback.
 from __future__ import annotations
 
 import hashlib
+import json
 import queue
 import threading
 import time
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from hydra_rag import registry
+from hydra_rag import rebuild, registry
 from hydra_rag.catalog import Embedder, foreign_for, get_embedder, table_embedder
 from hydra_rag.chunk import CHUNKER_VERSION, SECTION_SEP, chunk_text, markup_of
 from hydra_rag.classify import classify
@@ -52,6 +53,11 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
+
+
+class IndexInterrupted(KeyboardInterrupt):
+    """An index run stopped by Ctrl-C (or SIGTERM); the message says what was kept and what
+    the next run does. A KeyboardInterrupt still, so that it is never taken for an error."""
 
 
 @dataclass
@@ -188,7 +194,12 @@ class _Run:
         self.analysis: dict[str, Analysis] = {}
         self.settings = settings
         self.progress = progress
-        self.store = Store(root)
+        self.store = Store(root)  # what this run writes: the index in use, or a new generation
+        self.live: Store | None = None  # while a new generation is built: the one in use
+        self.switched = False  # the new generation is the one in use
+        self.resumed = False  # a journal was found: an earlier run was interrupted
+        self._done: Progress | None = None  # the embedding stage's progress, once it started
+        self._changed: list[Candidate] = []  # the files this run indexes
         self.report = IndexReport(str(root))
         self.embedders: dict[str, Embedder] = {
             t: get_embedder(settings.embedder_for(t)) for t in TABLES
@@ -251,11 +262,12 @@ class _Run:
         if ctx_model:  # a missing model fails here, before anything is dropped
             self.ctx = Contextualizer(ctx_model, self.settings, store.dir / "contexts.json")
         if reason:
-            if store.exists():
+            if store.exists():  # built beside it, while searches keep reading it
                 self.report.rebuilt = True
                 self.report.rebuild_reason = reason
-                self.progress(Progress("rebuild", message=f"rebuilding the index: {reason}"))
-            store.drop_all()
+                self.progress(Progress("rebuild", message=f"rebuilding the index: {reason} "
+                                       "(searches use the current one until the new one is done)"))
+                self._stage(reason)
             meta = {}
         self.meta = meta or new_meta(wanted)
         self.meta["tables"] = {t: {"embedder": e, "dims": d} for t, (e, d) in wanted.items()}
@@ -264,6 +276,7 @@ class _Run:
             self.meta["contextualize"] = ctx_model
             self.report.contextualized_by = ctx_model
 
+        store = self.store  # a new generation, if this is a rebuild
         try:
             # Parsed once per run: on a large tree files.json is most of a no-op run's reading.
             read = None if reason else self._files_read
@@ -273,8 +286,22 @@ class _Run:
             self.report.repaired.append(f"{exc}; rebuilt it from the tables")
             store.journal_path.touch()
         if store.journal_path.exists():
+            self.resumed = True
+            interrupted = _read_journal(store.journal_path)
+            if interrupted:
+                self.report.repaired.append(
+                    f"resumed the run interrupted at {interrupted['at']}: it had indexed and kept "
+                    f"{interrupted['files_done']} of {interrupted['files_total']} files, this run "
+                    "indexes the rest")
+                store.journal_path.write_text("")  # said once
             files = self._repair(files)
         return files
+
+    def _stage(self, reason: str) -> Store:
+        """From here on, write a new generation beside the one in use (see hydra_rag.rebuild)."""
+        assert self.live is None
+        self.live, self.store = self.store, rebuild.begin(self.store, reason)
+        return self.store
 
     def choose_language(self, walked: WalkResult, full: bool) -> None:
         """The prose language: --language, else the one recorded for the folder, else (first
@@ -381,6 +408,74 @@ class _Run:
 
     # -- the run ---------------------------------------------------------------------------
 
+    def index(self, include: list[str] | None, exclude: list[str] | None, full: bool,
+              repair: bool) -> IndexReport:
+        """The whole run, in its order: remove what an interrupted rebuild left, walk, choose
+        the language, load (and repair) the state, analyse, index; then, if it built a new
+        generation, switch to it."""
+        self.report.repaired += rebuild.clean(self.store)
+        if repair:
+            self.store.journal_path.touch()  # check every row against files.json
+        self.progress(Progress("walk", message=f"walking {self.root}"))
+        walked = Walker(self.root, include, exclude).walk()
+        self.choose_language(walked, full)
+        self.files = self.load_state(full)
+        self.choose_analysis()
+        self.run(walked, self.files)
+        store = self.store
+        store.journal_path.unlink(missing_ok=True)
+        self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        store.write_meta(self.meta)
+        if self.live is not None:
+            rebuild.switch(store)
+            self.switched = True
+        report = self.report
+        report.embedders = {t: e.id for t, e in self.embedders.items()}
+        # files.json and the tables agree (that is what the journal and repair guarantee), so
+        # the totals come from files.json: a no-op run never has to load LanceDB.
+        report.chunks_total = {
+            t: sum(len(e.chunks) for e in self.files.values() if e.kind == t) for t in TABLES
+        }
+        return report
+
+    def _kept(self) -> int:
+        """How many of the files this run set out to index files.json now records as they are
+        (exactly what the next run will find unchanged, wherever the interruption fell)."""
+        try:
+            recorded = self.store.read_files()
+        except HydraError:
+            return 0
+        return sum(1 for c in self._changed if (e := recorded.get(c.rel)) is not None
+                   and (e.size, e.mtime_ns) == (c.size, c.mtime_ns))
+
+    def interrupted(self) -> IndexInterrupted:
+        """What an interruption (Ctrl-C, SIGTERM) leaves, in one line. A run updating the index
+        in place records it in its journal, for the next run to say what it resumed."""
+        done = self._done
+        n, total = (self._kept(), done.files_total) if done else (0, 0)
+        if self.switched:
+            return IndexInterrupted("the new index is complete and in use; the next "
+                                    "`hydra-rag index` removes the previous one")
+        if self.live is not None:
+            return IndexInterrupted(
+                f"the new index was not finished ({n} of {total} files); searches keep using the "
+                "one from before, and the next `hydra-rag index` removes the unfinished one")
+        if done is None:
+            return IndexInterrupted("before any file was indexed; the next `hydra-rag index` "
+                                    "starts again")
+        journal = self.store.journal_path
+        if journal.exists():
+            try:
+                journal.write_text(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M:%S"),
+                                               "files_done": n, "files_total": total}))
+            except OSError:
+                pass  # the journal itself still makes the next run check the index
+        if n == total:
+            return IndexInterrupted(f"all {total} files indexed and kept; the next "
+                                    "`hydra-rag index` brings the full-text index up to date")
+        return IndexInterrupted(f"{n} of {total} files indexed and kept; the next "
+                                "`hydra-rag index` picks up the rest")
+
     def run(self, walked: WalkResult, files: dict[str, FileEntry]) -> None:
         store, report = self.store, self.report
         start_files = dict(files)
@@ -401,24 +496,21 @@ class _Run:
         removed = [rel for rel in files if rel not in seen]
 
         lexical = self.meta.get("lexical") or {}
+        stale = [t for t in store.table_names()  # a directory check: no LanceDB import
+                 if lexical.get(t) != self.analysis[t].to_meta()]
+        if stale:
+            store = self._reanalyse(stale, lexical, files)
         for t in TABLES:
-            a = self.analysis[t]
-            if t not in store.table_names():  # a directory check: no LanceDB import
-                emb = self.embedders[t]
+            if t not in store.table_names():
+                a, emb = self.analysis[t], self.embedders[t]
                 store.create_table(t, emb.id, emb.dims, a.fts_options())
-            elif lexical.get(t) != a.to_meta():
-                # A new analysis (or a format-1 index): recompute `lex`, keep the vectors.
-                self.progress(Progress("reanalyse", message=f"re-analysing the {t} table"))
-                n = store.reanalyse(t, self._lex_for(a), a.fts_options())
-                was = (lexical.get(t) or {}).get("language")
-                self.report.notes.append(
-                    f"full-text index of {n} {t} chunks rebuilt for language {a.language}"
-                    + (f" (was {was})" if was else "") + "; no chunk was re-embedded")
         self.meta["lexical"] = {t: a.to_meta() for t, a in self.analysis.items()}
         self.meta["format_version"] = FORMAT_VERSION
         store.write_meta(self.meta)
         if not changed and not removed:
             report.files_skipped = dict(skipped)
+            if self.resumed:  # the interrupted run may not have brought it up to date
+                self._refresh(set(TABLES))
             return
 
         store.journal_path.touch()
@@ -439,6 +531,7 @@ class _Run:
         for t in TABLES:
             self.client(t)  # start sidecars here, not from the reader thread
         bytes_total = sum(c.size for c in changed)
+        self._changed = changed
         done = Progress("embed", files_total=len(changed), bytes_total=bytes_total)
         self.progress(done)
         self._done = done
@@ -450,9 +543,33 @@ class _Run:
         report.files_skipped = dict(skipped)
         if report.long_lines:
             report.notes.append(_long_lines_note(report.long_lines))
+        self._refresh(set(TABLES) if self.resumed else touched)
+
+    def _refresh(self, tables: set[str]) -> None:
         self.progress(Progress("finish", message="updating the full-text index"))
-        for t in touched:
-            store.refresh(t, self.analysis[t].fts_options())
+        for t in tables:
+            self.store.refresh(t, self.analysis[t].fts_options())
+
+    def _reanalyse(self, stale: list[str], lexical: dict[str, Any],
+                   files: dict[str, FileEntry]) -> Store:
+        """A new analysis (or a format-1 index): `lex` recomputed from the stored text, the
+        vectors kept, in a new generation (the other table copied into it as it is), so that
+        searches meanwhile read the old one whole and with the analysis it was made with."""
+        live = self.store
+        new = self._stage("the full-text index is re-analysed")
+        for t in TABLES:
+            a = self.analysis[t]
+            if t not in stale:
+                new.copy_table(live, t)
+                continue
+            self.progress(Progress("reanalyse", message=f"re-analysing the {t} table"))
+            n = new.reanalyse(t, self._lex_for(a), a.fts_options(), source=live)
+            was = (lexical.get(t) or {}).get("language")
+            self.report.notes.append(
+                f"full-text index of {n} {t} chunks rebuilt for language {a.language}"
+                + (f" (was {was})" if was else "") + "; no chunk was re-embedded")
+        new.write_files(files)
+        return new
 
     def _batches(self, changed: list[Candidate]) -> Iterator[list[_Prepared]]:
         """Read and chunk files into batches of about `index_batch` chunks: big appends for
@@ -524,11 +641,13 @@ class _Run:
             if self.ctx is not None:
                 self._contextualize(t, [p for p in batch if p.kind == t], client.fits, embed_text)
             if need:
-                base = self._done.chunks_done
+                done = self._done
+                assert done is not None
+                base = done.chunks_done
 
-                def on_batch(n: int, base: int = base) -> None:
-                    self._done.chunks_done = base + n
-                    self.progress(self._done)
+                def on_batch(n: int, base: int = base, done: Progress = done) -> None:
+                    done.chunks_done = base + n
+                    self.progress(done)
 
                 vecs = client.embed_documents([embed_text[id(r)] for r in need], on_batch)
                 for r, v in zip(need, vecs, strict=True):
@@ -606,6 +725,16 @@ def _long_lines_note(paths: list[str]) -> str:
             + " (--exclude or a .hydraignore leaves them out)")
 
 
+def _read_journal(path: Path) -> dict[str, Any] | None:
+    """What an interrupted run wrote in its journal (None: it was killed, or it is --repair)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8") or "null")
+        return record if isinstance(record, dict) and {"at", "files_done", "files_total"} <= set(
+            record) else None
+    except (OSError, ValueError):
+        return None
+
+
 def _with_section(section: str, text: str, fits: Callable[[str], bool]) -> str:
     """The text the embedder reads for a chunk: its section first, cut to its innermost title
     or left out when the chunk is too close to the embedder's limit to take it whole."""
@@ -647,25 +776,10 @@ def index_folder(
         if language and language != "auto":
             parse_language(language)  # a typo fails here, before a rebuild could drop anything
         run = _Run(root, settings, say, language, contextualize)
-        if repair:
-            store.journal_path.touch()  # check every row against files.json
-        say(Progress("walk", message=f"walking {root}"))
-        walked = Walker(root, include, exclude).walk()
-        run.choose_language(walked, full)
-        files = run.load_state(full)
-        run.choose_analysis()
-        run.files = files
-        run.run(walked, files)
-        store.journal_path.unlink(missing_ok=True)
-        run.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        store.write_meta(run.meta)
-        report = run.report
-        report.embedders = {t: e.id for t, e in run.embedders.items()}
-        # files.json and the tables agree (that is what the journal and repair guarantee), so
-        # the totals come from files.json: a no-op run never has to load LanceDB.
-        report.chunks_total = {
-            t: sum(len(e.chunks) for e in run.files.values() if e.kind == t) for t in TABLES
-        }
+        try:
+            report = run.index(include, exclude, full, repair)
+        except KeyboardInterrupt:
+            raise run.interrupted() from None
     registry.register(root, tags)
     report.elapsed_s = round(time.monotonic() - t0, 3)
     return report

@@ -59,6 +59,7 @@ from hydra_rag.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of thi
 )
 from hydra_rag.lexical import Analysis
 from hydra_rag.paths import INDEX_DIR
+from hydra_rag.rebuild import notice as rebuild_notice
 from hydra_rag.rerank import RerankClient, check_top, connect_reranker, rerank
 from hydra_rag.store import FTS_COLUMN, TABLES, Store
 
@@ -87,6 +88,22 @@ class Hit:
     rerank: float | None = None  # the reranker's score, when it read this chunk
     section: str = ""  # the headings the chunk stands under ("Guide › Install")
     embedder: str = ""  # the embedder of the chunk's table
+
+
+class _Moved(Exception):
+    """A table failed while its folder switched to a new generation of its index."""
+
+
+Stamp = tuple[int, int]  # a table's generation and its files.json's mtime: when caches hold
+
+
+def _pointer(store: Store) -> tuple[int, int]:
+    """meta.yaml's identity: it changes with every index run, and with a rebuild's switch."""
+    try:
+        st = store.meta_path.stat()
+    except OSError:
+        return (-1, -1)
+    return st.st_ino, st.st_mtime_ns
 
 
 def _key(store: object, name: str) -> str:
@@ -159,7 +176,7 @@ class _Cached:
     """A small table held in memory: its rows (Arrow), vectors (n × dims), chunk ids, and
     LanceDB row id → row, so that a full-text query need return row ids and scores only."""
 
-    stamp: int
+    stamp: Stamp
     rows: Any
     vectors: Any
     ids: list[str]
@@ -212,6 +229,9 @@ class Searcher:
     folders cost twenty times one. Tables of up to CACHED_ROWS chunks are therefore read into
     memory once (within `search_cache_mb`, refreshed when files.json changes) and searched
     there exactly, by dot product, leaving one full-text query per table.
+
+    A folder being rebuilt is searched in the generation of its index in use, with a warning
+    (`warnings`); each query checks meta.yaml (a stat) and follows a switch to a new one.
     """
 
     def __init__(self, roots: Path | Sequence[Path], settings: Settings,
@@ -220,13 +240,18 @@ class Searcher:
         self.settings = settings
         # Federated search skips a broken folder with a one-line reason instead of failing.
         self.skip_broken = skip_broken
-        self.warnings: list[str] = []
+        self._skipped: list[str] = []
+        self._rebuilding: dict[Path, str] = {}  # folder → its "being rebuilt" warning
+        # meta.yaml as last read, per folder: when it changes, a rebuild may have switched
+        # the folder to a new generation of its index (see hydra_rag.rebuild).
+        self._pointers: dict[Path, tuple[int, int]] = {}
         self.stores: list[tuple[Store, dict[str, Any]]] = []
         for root in self.roots:
             try:
                 store = Store(root)
                 if not root.is_dir():
                     raise HydraError(f"{root} is gone (moved or deleted)")
+                self._pointers[root] = _pointer(store)
                 meta = store.read_meta()
                 if not meta:
                     raise HydraError(f"{root} has no index — run `hydra-rag index {root}`")
@@ -240,13 +265,13 @@ class Searcher:
         self._clients: dict[str, EmbedClient] = {}
         self._entries: dict[str, Embedder | None] = {}
         self._broken_embedders: set[str] = set()
-        self._sizes: dict[str, tuple[int, int]] = {}
+        self._sizes: dict[str, tuple[Stamp, int]] = {}
         # Open async tables, reopened when files.json changes (another process re-indexed).
-        self._tables: dict[str, tuple[int, Any]] = {}
+        self._tables: dict[str, tuple[Stamp, Any]] = {}
         self._analysis: dict[str, Analysis | None] = {}  # None: a format-1 index, raw queries
         self._columns: dict[str, list[str]] = {}  # the row columns each table has
         self._cache: dict[str, _Cached | None] = {}  # None: not worth caching at this stamp
-        self._cache_stamps: dict[str, int] = {}
+        self._cache_stamps: dict[str, Stamp] = {}
         self._reserved = 0  # bytes of tables being loaded right now
         self._reranker: RerankClient | None = None
         if settings.rerank:
@@ -258,12 +283,42 @@ class Searcher:
     def close(self) -> None:
         _close(self._loop, self._pool)
 
+    @property
+    def warnings(self) -> list[str]:
+        """One line per folder skipped, and per folder searched while it is being rebuilt."""
+        return [*self._skipped, *(w for w in self._rebuilding.values() if w)]
+
     def _skip(self, exc: HydraError) -> None:
         if not self.skip_broken:
             raise exc
         msg = str(exc).splitlines()[0]
-        if msg not in self.warnings:
-            self.warnings.append(msg)
+        if msg not in self._skipped:
+            self._skipped.append(msg)
+
+    def _follow(self, i: int) -> tuple[Store, dict[str, Any]]:
+        """Folder i's store as it is now: if meta.yaml changed (an index run; a rebuild's switch
+        among them), read it again and follow it to the generation it names. Notes a rebuild
+        in progress. Two stats when nothing changed."""
+        store, tables = self.stores[i]
+        pointer = _pointer(store)
+        if pointer != self._pointers.get(store.root):
+            self._pointers[store.root] = pointer
+            fresh = Store(store.root)
+            try:
+                meta = fresh.read_meta()
+            except HydraError:
+                meta = {}  # torn or gone: keep searching what was opened
+            if meta:
+                tables = {t: v for t, v in meta.get("tables", {}).items() if t in TABLES}
+                if fresh.generation != store.generation:
+                    store = fresh
+                self.stores[i] = (store, tables)
+        self._rebuilding[store.root] = rebuild_notice(store)
+        return store, tables
+
+    def _moved(self, store: Store) -> bool:
+        """Whether meta.yaml changed since `store` was followed (a switch during a search)."""
+        return _pointer(store) != self._pointers.get(store.root)
 
     def _client(self, embedder_id: str) -> EmbedClient:
         if embedder_id not in self._clients:
@@ -284,13 +339,15 @@ class Searcher:
         client = self._client(embedder_id)
         return client.embed(queries, client.embedder.query_prefix)
 
-    def _stamp(self, store: Store) -> int:
+    def _stamp(self, store: Store) -> Stamp:
+        """What the caches of a table are valid for: its generation and its files.json."""
         try:
-            return store.files_path.stat().st_mtime_ns
+            return store.generation, store.files_path.stat().st_mtime_ns
         except OSError:
-            return -1
+            return store.generation, -1
 
-    def _searchable(self, store: Store, meta_tables: dict[str, Any], t: str, stamp: int) -> bool:
+    def _searchable(self, store: Store, meta_tables: dict[str, Any], t: str,
+                    stamp: Stamp) -> bool:
         """Skip tables known to be empty (from files.json, re-read only when it changed)."""
         key = _key(store.root, t)
         if self._sizes.get(key, (None, 0))[0] != stamp:  # re-read only after an index run
@@ -302,20 +359,20 @@ class Searcher:
             self._sizes[key] = (stamp, size)
         return t in meta_tables and self._sizes[key][1] != 0
 
-    async def _table(self, store: Store, t: str, stamp: int) -> Any:
+    async def _table(self, store: Store, t: str, stamp: Stamp) -> Any:
         key = _key(store.root, t)
         cached = self._tables.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         if t not in store.table_names():
-            raise IndexError_(f"table {t!r} in {store.dir} is missing; "
+            raise IndexError_(f"table {t!r} in {store.data_dir} is missing; "
                               f"run `hydra-rag index {store.root} --full`")
         import lancedb
 
         try:
             lexical = (store.read_meta().get("lexical") or {}).get(t)
             self._analysis[key] = Analysis(str(lexical["language"])) if lexical else None
-            db = await lancedb.connect_async(str(store.dir / "lance"))
+            db = await lancedb.connect_async(str(store.lance_path))
             tbl = await db.open_table(t)
             names = (await tbl.schema()).names
         except Exception as exc:  # LanceDB raises several types for a damaged table
@@ -325,7 +382,7 @@ class Searcher:
         self._tables[key] = (stamp, tbl)
         return tbl
 
-    async def _cached(self, key: str, tbl: Any, stamp: int) -> _Cached | None:
+    async def _cached(self, key: str, tbl: Any, stamp: Stamp) -> _Cached | None:
         """The table in memory, if it is small enough and the budget allows."""
         if self._cache_stamps.get(key) == stamp:
             return self._cache.get(key)
@@ -370,7 +427,7 @@ class Searcher:
         return _Found(found.column("id").to_pylist(), [1.0] * found.num_rows, found,
                       list(range(found.num_rows)))
 
-    async def _search_table(self, store: Store, t: str, stamp: int, vectors: Any,
+    async def _search_table(self, store: Store, t: str, stamp: Stamp, vectors: Any,
                             queries: list[str], candidates: int,
                             use_bm25: bool, needles: Sequence[tuple[str, str, int]],
                             ) -> tuple[list[tuple[Any, Any]], dict[str, Any]]:
@@ -437,8 +494,9 @@ class Searcher:
                              f"known: {', '.join(METHODS)}")
         no_vectors = loop.create_future()
         no_vectors.set_result(None)
-        jobs: list[tuple[Store, str, str, int]] = []
-        for store, meta_tables in self.stores:
+        jobs: list[tuple[Store, str, str, Stamp]] = []
+        for i in range(len(self.stores)):
+            store, meta_tables = self._follow(i)
             stamp = self._stamp(store)
             for t in tables:
                 if not self._searchable(store, meta_tables, t, stamp):
@@ -461,6 +519,8 @@ class Searcher:
             if eid in self._broken_embedders:
                 continue
             if isinstance(res, BaseException):
+                if isinstance(res, Exception) and self._moved(store):
+                    raise _Moved  # switched to a new generation meanwhile: search that one
                 try:
                     await vectors[eid]
                 except HydraError as exc:
@@ -524,9 +584,14 @@ class Searcher:
             phrase = literal_phrase(query)
             needles = [("literal", phrase, LITERAL_LIMIT)] if phrase else []
             # One more than TERM_MAX, to tell a rare name from a common one.
-            needles += [(f"term:{t}", t, TERM_MAX + 1) for t in literal_terms(query)]
-        found = self._loop.run_until_complete(
-            self._gather(queries, tables, candidates, methods, needles))
+            # A follow-up's names may stand in the question before it ("and its default?").
+            needles += [(f"term:{t}", t, TERM_MAX + 1) for t in literal_terms(queries[-1])]
+        try:
+            found = self._loop.run_until_complete(
+                self._gather(queries, tables, candidates, methods, needles))
+        except _Moved:
+            found = self._loop.run_until_complete(
+                self._gather(queries, tables, candidates, methods, needles))
         ranked = {name: sorted(items, key=lambda kv: -kv[1])[:candidates]
                   for name, items in found.scores.items()
                   # a name in more chunks than TERM_MAX (over every table and folder) tells

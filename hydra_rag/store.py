@@ -1,10 +1,17 @@
 """The on-disk index beside the files: `.hydra-index/` with two LanceDB tables (`code`, `prose`),
 `meta.yaml` (versions, which embedder built each table) and `files.json` (what is indexed).
+
+The tables, files.json and the journal form a generation. Generation 0 lives in `.hydra-index/`
+itself (`lance/`, `files.json`: every index until its first rebuild); generation N in
+`.hydra-index/gen-N/`. `meta.yaml` says which one is in use: a rebuild builds the next
+generation beside it and switches by replacing meta.yaml (see hydra_rag.rebuild).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -26,6 +33,8 @@ FORMAT_VERSION = 3
 TABLES = ("code", "prose")
 FTS_COLUMN = "lex"
 FTS_INDEX = "lex_idx"
+GEN_PREFIX = "gen-"
+GEN0_ENTRIES = ("lance", "files.json", "journal")  # generation 0's part of .hydra-index/
 _META_EMBEDDER = b"hydra.embedder"
 _META_DIMS = b"hydra.dims"
 
@@ -58,35 +67,105 @@ def _in_list(column: str, values: Iterable[str]) -> str:
 
 
 class Store:
-    """One folder's index. Cheap to construct: nothing is opened until it is needed."""
+    """One folder's index: the generation meta.yaml names, or a given one (`staged`: a
+    generation being built, whose meta.yaml waits in its own folder until the switch).
+    Cheap to construct: nothing is opened until it is needed."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, generation: int | None = None, staged: bool = False) -> None:
         self.root = root
         self.dir = root / INDEX_DIR
+        self._generation = generation  # None: the one meta.yaml names, read when first needed
+        self.staged = staged
         self._db: Any = None
         self._tables: dict[str, Any] = {}
+
+    # -- generations -------------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """The generation this store reads and writes."""
+        if self._generation is None:
+            try:
+                self.read_meta()  # sets it
+            except IndexError_:
+                pass
+            if self._generation is None:
+                # No meta.yaml, or a corrupt one: the newest generation that is not being built.
+                from hydra_rag.rebuild import marker
+
+                m = marker(self)
+                done = [g for g in self.generations() if m is None or g != m.generation]
+                self._generation = done[-1] if done else 0
+        return self._generation
+
+    def generations(self) -> list[int]:
+        """The generations present on disk, in order (whole or not)."""
+        found = []
+        try:
+            names = {e.name for e in os.scandir(self.dir)}
+        except OSError:
+            return []
+        if any(n in names for n in GEN0_ENTRIES):
+            found.append(0)
+        for n in names:
+            if n.startswith(GEN_PREFIX) and n[len(GEN_PREFIX):].isdigit():
+                found.append(int(n[len(GEN_PREFIX):]))
+        return sorted(found)
+
+    def generation_dir(self, generation: int) -> Path:
+        return self.dir if generation == 0 else self.dir / f"{GEN_PREFIX}{generation}"
+
+    def remove_generation(self, generation: int) -> int:
+        """Delete a generation's tables and files (never meta.yaml); returns the bytes freed."""
+        if generation == 0:
+            paths = [self.dir / n for n in GEN0_ENTRIES]
+        else:
+            paths = [self.generation_dir(generation)]
+        freed = 0
+        for p in paths:
+            if p.is_dir() and not p.is_symlink():
+                freed += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+                shutil.rmtree(p)
+            elif p.exists() or p.is_symlink():
+                freed += p.stat().st_size if p.exists() else 0
+                p.unlink()
+        return freed
 
     # -- files on the side -------------------------------------------------------------
 
     @property
+    def data_dir(self) -> Path:
+        """Where this store's generation keeps its tables, files.json and journal."""
+        return self.generation_dir(self.generation)
+
+    @property
     def meta_path(self) -> Path:
-        return self.dir / "meta.yaml"
+        return self.data_dir / "meta.yaml" if self.staged else self.dir / "meta.yaml"
 
     @property
     def files_path(self) -> Path:
-        return self.dir / "files.json"
+        return self.data_dir / "files.json"
+
+    @property
+    def lance_path(self) -> Path:
+        return self.data_dir / "lance"
 
     @property
     def journal_path(self) -> Path:
         """Present while a run is changing the index; found at start, it means "repair"."""
-        return self.dir / "journal"
+        return self.data_dir / "journal"
 
     @property
     def lock_path(self) -> Path:
         return self.dir / "lock"
 
+    @property
+    def rebuild_path(self) -> Path:
+        """Present while a new generation is being built (see hydra_rag.rebuild)."""
+        return self.dir / "rebuild.json"
+
     def exists(self) -> bool:
-        return self.meta_path.is_file() or (self.dir / "lance").is_dir()
+        return self.meta_path.is_file() or bool(self.generations())
 
     def read_meta(self) -> dict[str, Any]:
         """meta.yaml as a dict; {} if absent. Raises IndexError_ if it is corrupt."""
@@ -100,10 +179,20 @@ class Store:
         if not isinstance(meta, dict) or not isinstance(meta.get("tables", {}), dict):
             raise IndexError_(f"{self.meta_path} is corrupt (not a mapping with 'tables') — "
                               f"rebuild it with `hydra-rag index {self.root} --full`")
+        generation = meta.get("generation", 0)
+        if not isinstance(generation, int) or generation < 0:
+            raise IndexError_(f"{self.meta_path} is corrupt (generation {generation!r}) — "
+                              f"rebuild it with `hydra-rag index {self.root} --full`")
+        if self._generation is None:
+            self._generation = generation
         return meta
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        """meta.yaml, naming this store's generation (left out for 0, as before generations)."""
+        meta = {k: v for k, v in meta.items() if k != "generation"}
+        if self.generation:
+            meta["generation"] = self.generation
+        self.meta_path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.meta_path, yaml.safe_dump(meta, sort_keys=False))
 
     def read_files(self) -> dict[str, FileEntry]:
@@ -130,18 +219,16 @@ class Store:
     @property
     def db(self) -> Any:
         if self._db is None:
-            import os
-
             # Lance logs warnings (e.g. "no existing dataset, it will be created") to stderr.
             os.environ.setdefault("LANCEDB_LOG", "error")
             import lancedb
 
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._db = lancedb.connect(str(self.dir / "lance"))
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(self.lance_path))
         return self._db
 
     def table_names(self) -> list[str]:
-        lance = self.dir / "lance"
+        lance = self.lance_path
         if not lance.is_dir():
             return []
         return [t for t in TABLES if (lance / f"{t}.lance").is_dir()]
@@ -156,7 +243,7 @@ class Store:
             tbl = self.db.open_table(name)
         except Exception as exc:  # LanceDB raises several types for a damaged table
             raise IndexError_(
-                f"table {name!r} in {self.dir} cannot be opened ({exc}); "
+                f"table {name!r} in {self.data_dir} cannot be opened ({exc}); "
                 f"run `hydra-rag index {self.root} --full`"
             ) from None
         self._tables[name] = tbl
@@ -201,18 +288,22 @@ class Store:
             metadata={_META_EMBEDDER: embedder_id.encode(), _META_DIMS: str(dims).encode()},
         )
 
-    def reanalyse(self, name: str, analyse: Any, fts_options: dict[str, Any]) -> int:
-        """Rewrite table `name` with its `lex` column recomputed by `analyse(text, path,
-        section)` and a new FTS index — vectors are kept, nothing is re-embedded. One overwrite
-        commit: a crash leaves either the old table or the new one. Returns the number of rows."""
+    def reanalyse(self, name: str, analyse: Any, fts_options: dict[str, Any],
+                  source: Store | None = None) -> int:
+        """Write table `name` from the rows of `source`'s (default: this store's own) with its
+        `lex` column recomputed by `analyse(text, path, section)` and a new FTS index — vectors
+        are kept, nothing is re-embedded. One overwrite commit: a crash leaves either the old
+        table or the new one. Returns the number of rows."""
         import pyarrow as pa
 
-        recorded = self.table_embedder(name)
+        src = source or self
+        recorded = src.table_embedder(name)
         if recorded is None:
-            raise IndexError_(f"table {name!r} in {self.dir} does not say which embedder built it")
-        has_section = self.has_column(name, "section")  # not in a format-1 table
-        data = self.scan(name, ["id", "path", "kind", "line_start", "line_end", "hash", "text",
-                                *(["section"] if has_section else []), "vector"])
+            raise IndexError_(f"table {name!r} in {src.data_dir} does not say which embedder "
+                              "built it")
+        has_section = src.has_column(name, "section")  # not in a format-1 table
+        data = src.scan(name, ["id", "path", "kind", "line_start", "line_end", "hash", "text",
+                               *(["section"] if has_section else []), "vector"])
         at = data.schema.get_field_index("vector")
         if not has_section:
             data = data.add_column(at, "section", pa.array([""] * data.num_rows, pa.string()))
@@ -226,12 +317,12 @@ class Store:
         self.create_table(name, recorded[0], recorded[1], fts_options, data.cast(schema))
         return data.num_rows
 
-    def drop_all(self) -> None:
-        """Remove both tables and files.json (a rebuild starts from nothing)."""
-        for name in self.table_names():
-            self.db.drop_table(name)
-        self._tables.clear()
-        self.files_path.unlink(missing_ok=True)
+    def copy_table(self, source: Store, name: str) -> None:
+        """Table `name` of another generation, copied as it is (rows, vectors, FTS index)."""
+        src = source.lance_path / f"{name}.lance"
+        if src.is_dir():
+            shutil.copytree(src, self.lance_path / f"{name}.lance")
+            self._tables.pop(name, None)
 
     def ensure_fts(self, name: str, fts_options: dict[str, Any], replace: bool = False) -> None:
         """Create the native full-text index on `lex` (if the table has none, or `replace`)."""

@@ -11,10 +11,12 @@ import pytest
 import yaml
 
 from conftest import run_cli, write_tree
+from hydra_rag.store import Store
 
 
 def _rows(root: Path) -> dict[str, dict[str, str]]:
-    tbl = lancedb.connect(str(root / ".hydra-index" / "lance")).open_table("prose")
+    # The table of the generation in use: a new language or --no-contextualize builds a new one.
+    tbl = lancedb.connect(str(Store(root).lance_path)).open_table("prose")
     return {r["path"]: r for r in tbl.to_arrow().select(["path", "text", "lex"]).to_pylist()}
 
 

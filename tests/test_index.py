@@ -150,7 +150,9 @@ def test_long_single_line_and_non_english_text(home: Path, tmp_path: Path) -> No
     assert _search(root, "value number 4242", k=3)
 
 
-def _kill_when(proc: subprocess.Popen[str], files_json: Path, min_files: int) -> None:
+def _kill_when(proc: subprocess.Popen[str], files_json: Path, min_files: int,
+               sig: int = signal.SIGKILL) -> None:
+    """Send `sig` once files.json records `min_files` files."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -160,7 +162,7 @@ def _kill_when(proc: subprocess.Popen[str], files_json: Path, min_files: int) ->
         if n >= min_files:
             break
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
+    proc.send_signal(sig)
     proc.wait()
 
 
@@ -187,6 +189,38 @@ def test_kill_9_mid_run_is_repaired(home: Path, tmp_path: Path) -> None:
     index_folder(reference, load_settings())
     assert _ids(root) == _ids(reference)
     assert rep.chunks_total == {"code": 0, "prose": len(_ids(reference)["prose"])}
+
+
+def test_ctrl_c_says_what_was_kept_and_the_next_run_what_it_resumed(
+        home: Path, tmp_path: Path) -> None:
+    files = {f"doc{i:03}.md": f"# Note {i}\n\n" + "".join(
+        f"Line {j} of note {i} talks about topic {i * 7 + j}.\n" for j in range(30))
+        for i in range(120)}
+    root = write_tree(tmp_path / "c", files)
+    files_json = root / ".hydra-index/files.json"
+    kept = before = 0
+    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "index", str(root)],
+                                env={**os.environ, "HYDRA_RAG_INDEX_BATCH": "16"},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _kill_when(proc, files_json, kept + 8, sig)
+        stderr = proc.stderr.read() if proc.stderr else ""
+        assert proc.returncode == code, stderr
+        recorded = len(json.loads(files_json.read_text())["files"])
+        assert kept + 8 <= recorded < 120
+        assert stderr.splitlines()[-1] == (
+            f"interrupted: {recorded - kept} of {120 - kept} files indexed and kept; "
+            "the next `hydra-rag index` picks up the rest")
+        assert "Traceback" not in stderr
+        before, kept = kept, recorded
+    rep = index_folder(root, load_settings())
+    (note,) = rep.repaired  # the last one: stopped between batches, nothing to repair
+    assert note.startswith("resumed the run interrupted at ") and note.endswith(
+        f": it had indexed and kept {kept - before} of {120 - before} files, this run indexes "
+        "the rest")
+    assert (rep.files_unchanged, rep.files_indexed) == (kept, 120 - kept)
+    assert not (root / ".hydra-index/journal").exists()
+    assert all(c.status == "ok" for c in check_index(root)), check_index(root)
 
 
 def test_interrupted_rows_without_files_json_are_orphans(home: Path, corpus: Path) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,6 +70,23 @@ class _ProgressView:
             self.bar = None
 
 
+@contextmanager
+def _sigterm_interrupts() -> Iterator[list[int]]:
+    """SIGTERM stops a run as Ctrl-C does (what was indexed is kept, and said); yields the
+    number of the signal that stopped it."""
+    stopped_by = [signal.SIGINT.value]
+
+    def on_term(signum: int, _frame: Any) -> None:
+        stopped_by[0] = signum
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield stopped_by
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 @app.command()
 def index(
     path: Annotated[Path, typer.Argument(help="Folder to index.")] = Path("."),
@@ -98,8 +118,8 @@ def index(
 ) -> None:
     """Index a folder into <folder>/.hydra-index (incremental; re-runs only read what changed)."""
     from hydra_rag.config import load_settings
+    from hydra_rag.indexer import IndexInterrupted, index_folder
     from hydra_rag.indexer import dry_run as do_dry_run
-    from hydra_rag.indexer import index_folder
 
     if dry_run:
         rep = do_dry_run(path, include, exclude)
@@ -118,11 +138,16 @@ def index(
     settings = load_settings(embedder=embedder, context_model=context_model,
                              foreign_embedder="off" if embedder else None)
     view = _ProgressView()
-    try:
-        report = index_folder(path, settings, include, exclude, full, tag, wait, view, repair,
-                              language, contextualize)
-    finally:
-        view.stop()
+    with _sigterm_interrupts() as stopped_by:
+        try:
+            report = index_folder(path, settings, include, exclude, full, tag, wait, view,
+                                  repair, language, contextualize)
+        except IndexInterrupted as exc:
+            view.stop()
+            say(f"interrupted: {exc}")
+            raise typer.Exit(128 + stopped_by[0]) from None
+        finally:
+            view.stop()
     if as_json:
         print_json(report.to_json())
         return
