@@ -5,11 +5,12 @@ result; none of them decides which folders a chat searches or what a bundle hold
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import INDEX_DIR, store_names  # noqa: F401 (part of the API)
 
 Warn = Callable[[str], None]
@@ -29,7 +30,7 @@ def folders(paths: list[Path] | None, all_: bool = False,
 
     if all_ or tags:
         if paths:
-            raise HydraError("--path excludes --all and --tag")
+            raise UsageError("--path excludes --all and --tag")
         chosen = registry.select(all_, tags)
         if not chosen:
             what = "registered folders" if all_ else f"folders tagged {', '.join(tags or [])}"
@@ -85,7 +86,7 @@ def open_chat(model: str | None = None, rag: list[Path] | None = None, no_rag: b
     from hydra_rag.retrieve import find_index_root
 
     if system and system_file:
-        raise HydraError("--system and --system-file exclude each other")
+        raise UsageError("--system and --system-file exclude each other")
     if system_file is not None:
         try:
             system = system_file.read_text(encoding="utf-8")
@@ -105,6 +106,10 @@ def open_chat(model: str | None = None, rag: list[Path] | None = None, no_rag: b
         if rag_all or rag_tag:
             roots, federated = folders(rag, rag_all, rag_tag)
         elif rag:
+            for p in rag:
+                if not p.exists() and str(p) in load_bundles():
+                    raise UsageError(f"--rag {p}: that is a bundle, not a folder — name it as "
+                                     f"the model instead (`{p} \"question\"`)")
             roots = [find_index_root(p) for p in rag]
         elif bundle is not None:
             named = bundle_roots(bundle, warn)
@@ -145,6 +150,9 @@ def create_bundle(base: str, persona_file: Path, alias: str | None = None,
         raise HydraError(f"cannot read persona {persona_file}: {exc}") from None
     system, params = parse_persona(text, str(persona_file))
     name = alias or f"{base}-{persona_file.stem}"
+    if not re.fullmatch(r"[A-Za-z0-9][\w.+@-]{0,79}", name):
+        raise UsageError(f"alias {name!r}: use letters, digits and . _ + @ - (no spaces), "
+                         "starting with a letter or digit")
     cat = load_catalog()
     if name in cat.models:
         raise HydraError(f"{name!r} is a model id; pick another alias")

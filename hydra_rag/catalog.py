@@ -84,6 +84,9 @@ class Embedder(_ModelFile):
     # Languages (ISO 639-1) its vectors are good for; "*": any. Elsewhere retrieval leans on
     # the full-text list (retrieve.dense_weight).
     languages: tuple[str, ...] = ("en",)
+    # The cosine at which a passage found by meaning alone bears on a query: each model
+    # spreads its similarities over a band of its own (bench/nothing_relevant.py).
+    min_similarity: float = 0.2
     sources: tuple[Source, ...] = field(default_factory=tuple)
     origin: str = ""
 
@@ -148,6 +151,7 @@ PARAMS: dict[str, type | tuple[type, ...]] = {
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "id": str,
+    "min_similarity": (int, float),
     "dims": int,
     "pooling": str,
     "max_tokens": int,
@@ -311,6 +315,9 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
     emb = Embedder(**values, sources=sources, origin=origin)  # type: ignore[arg-type]
     if emb.dims <= 0:
         raise ConfigError(f"{where}: field 'dims' must be positive, got {emb.dims}")
+    if not 0 <= emb.min_similarity < 1:
+        raise ConfigError(f"{where}: field 'min_similarity' must be a cosine from 0 to below 1, "
+                          f"got {emb.min_similarity}")
     if emb.max_tokens < 8:
         raise ConfigError(f"{where}: field 'max_tokens' must be at least 8, got {emb.max_tokens}")
     if emb.kind not in KINDS:

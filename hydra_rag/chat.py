@@ -268,7 +268,7 @@ class Chat:
                  "completion_tokens": self.count(answer) - 1 if answer else 0}
         result = TurnResult(question, answer, prompt.sources, cites, retrieval, usage, prompt,
                             interrupted=interrupted, multi=len(self.roots) > 1)
-        result.notes += [f"skipped: {w}" for w in self.warnings]
+        result.notes += self.warnings  # folders skipped, a folder being rebuilt
         if prompt.dropped_sources or prompt.dropped_turns:
             result.notes.append(f"to fit the model's context, {prompt.dropped_sources} passage(s) "
                                 f"and {prompt.dropped_turns} earlier turn(s) were left out")

@@ -5,6 +5,10 @@ class HydraError(Exception):
     """Base of every error the library raises on purpose; the CLI prints it as one red line."""
 
 
+class UsageError(HydraError):
+    """Options that cannot go together, or an argument of the wrong shape: the CLI exits 2."""
+
+
 class ConfigError(HydraError):
     """A catalog, config file or setting is invalid."""
 
@@ -40,7 +44,8 @@ class IndexLocked(IndexError_):
 def yaml_problem(exc: Exception) -> str:
     """A YAML parser error in one line: what is wrong and where ("mapping values are not
     allowed here, line 3 column 7"), not the parser's multi-line trace."""
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    problem = getattr(exc, "problem", None) or next(iter(str(exc).splitlines()), "") \
+        or type(exc).__name__
     mark = getattr(exc, "problem_mark", None)
     where = f", line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
     return f"{problem}{where}"

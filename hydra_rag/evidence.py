@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from hydra_rag.fuse import literal_phrase, literal_terms
@@ -32,15 +33,24 @@ sets make thing things way
 MAX_LINES = 3  # lines shown per hit
 LINE_CHARS = 160  # of each line, around its first match
 # Share of the query's content words a BM25-only hit must hold to bear on the question.
-MIN_COVERAGE = 0.67
+MIN_COVERAGE = 2 / 3
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_SUFFIX = re.compile(r"(?:ing|ed|es|s)$")
+STEM_CHARS = 7  # of a stem, so that inflections Snowball's English rules miss still meet
 
 
+@cache
+def _stemmer() -> Any:
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+@cache
 def _stem(word: str) -> str:
-    """A crude English stem, for matching only: `indexing`, `indexed`, `indexes` → `index`."""
-    word = word.lower()
-    return _SUFFIX.sub("", word) if len(word) > 4 else word
+    """A word's matching key: Snowball's English stem (as the full-text index stems English:
+    `configured`, `configure` → `configur`; `retries`, `retry` → `retri`), cut to STEM_CHARS
+    so that other languages' inflections meet too (`hauptstadt`, `hauptstädte`)."""
+    return str(_stemmer().stemWord(word.lower()))[:STEM_CHARS]
 
 
 def query_terms(query: str) -> list[str]:
@@ -78,20 +88,17 @@ def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINE
     exact string first, then those with the most distinct query words. When no line matches
     (a hit found by meaning alone), the first non-blank lines."""
     terms = set(query_terms(query))
-    needles = _needles(query)
+    needles = [re.compile(re.escape(n), re.IGNORECASE) for n in _needles(query)]
     scored: list[tuple[float, int, Line]] = []
-    lines = text.split("\n")
+    lines = text.splitlines()  # as the chunker counts lines (\f, \r and \u2028 end one too)
     for i, raw in enumerate(lines):
-        low = raw.lower()
         spans: list[tuple[int, int]] = []
         score = 0.0
         for n in needles:
-            at = low.find(n)
-            if at >= 0:
+            found = [m.span() for m in n.finditer(raw)]
+            if found:
                 score += 10.0
-                while at >= 0:
-                    spans.append((at, at + len(n)))
-                    at = low.find(n, at + len(n))
+                spans += found
         seen = set()
         for a, b, stem in _parts(raw):
             if stem in terms:
@@ -129,19 +136,8 @@ def coverage(text: str, query: str) -> float:
     terms = set(query_terms(query))
     if not terms:
         return 1.0
-    found = {stem for line in text.split("\n") for _, _, stem in _parts(line)} & terms
+    found = {stem for line in text.splitlines() for _, _, stem in _parts(line)} & terms
     return len(found) / len(terms)
-
-
-# The cosine at which a hit found by meaning alone bears on the question, per embedder: each
-# model spreads its similarities over a band of its own. minilm-l6 measured with
-# bench/nothing_relevant.py (BENCHMARKS.md); the others keep the rule they had before.
-MIN_SIMILARITY = {"minilm-l6": 0.35}
-DEFAULT_MIN_SIMILARITY = 0.2
-
-
-def min_similarity(embedder_id: str) -> float:
-    return MIN_SIMILARITY.get(embedder_id, DEFAULT_MIN_SIMILARITY)
 
 
 def weak(hit: Any, query: str, cosine: float | None = None,
@@ -149,12 +145,13 @@ def weak(hit: Any, query: str, cosine: float | None = None,
     """Does this hit fail to bear on the query? Not when it holds the exact string or a rare
     name the query names, nor when BM25 found it holding at least `min_coverage` of the
     query's words, nor when its cosine similarity reaches `cosine` (default: its embedder's
-    `min_similarity`)."""
+    `min_similarity`, a catalog field)."""
     if cosine is None:
-        cosine = min_similarity(hit.embedder)
+        cosine = hit.min_similarity
     names = hit.ranks
     if any(n == "literal" or n.startswith("term:") for n in names):
         return False
-    if any(n.startswith("bm25") for n in names) and coverage(hit.text, query) >= min_coverage:
+    if any(n.startswith("bm25") for n in names) \
+            and coverage(hit.text, query) >= min_coverage - 1e-9:
         return False
     return hit.similarity is None or hit.similarity < cosine

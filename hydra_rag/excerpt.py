@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hydra_rag.errors import HydraError
+from hydra_rag.walk import read_indexable, read_text
 
 DEFAULT_LINES = 40  # lines shown from START when no END is given
 _SPEC = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -55,7 +56,7 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
         raise HydraError(f"line numbers start at 1, not {start}")
     if start is not None and end is not None and end < start:
         raise HydraError(f"the range {start}-{end} ends before it starts")
-    path = _locate(Path(target).expanduser(), scope, base or Path.cwd())
+    path = _locate(str(target), scope, base or Path.cwd())
     real = path.resolve()
     if not real.is_file():
         raise HydraError(f"{target}: no such file")
@@ -71,12 +72,14 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
     if entry is None or entry.kind is None or entry.skip:
         raise HydraError(f"{rel} is not in the index of {root}: the walker leaves it out, or it "
                          f"is new (`hydra-rag index {root} --dry-run` shows why)")
-    try:
-        text = real.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HydraError(f"cannot read {rel}: {exc}") from None
     st = real.stat()
     changed = (st.st_size, st.st_mtime_ns) != (entry.size, entry.mtime_ns)
+    text, why = read_indexable(real, included=False) if changed else read_text(real)
+    if text is None:
+        # Changed since indexing into something the walker would not index (a key pasted in,
+        # a binary): what search could never show, get does not show either.
+        raise HydraError(f"{rel} changed since it was indexed and is no longer indexable "
+                         f"({why}) — `hydra-rag index {root}` updates the index")
     lines = text.splitlines()
     total = len(lines)
     first = start or 1
@@ -90,15 +93,35 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
                    section_at(text, markup_of(rel), first), changed)
 
 
-def _locate(path: Path, scope: list[Path] | None, base: Path) -> Path:
-    """An absolute path for `path`: as given, or under `base`, or under a folder of `scope`.
-    Links are resolved by the caller; `..` may not climb out of a scope folder."""
+def _locate(target: str, scope: list[Path] | None, base: Path) -> Path:
+    """An absolute path for `target`, as `search` prints it: absolute; relative to `base` (the
+    working folder); relative to the index root above `base`; or `NAME:path` with a folder's
+    short name (several folders searched). With a `scope`, relative to one of its folders.
+    Links are resolved by the caller, which also refuses what climbs out of a folder."""
+    path = Path(target).expanduser()
     if path.is_absolute():
         return path
-    if scope:
-        for root in scope:
-            candidate = root / path
-            if os.path.lexists(candidate):
-                return candidate
-        return scope[0] / path
-    return base / path
+    roots = list(scope or [])
+    if not scope:
+        if os.path.lexists(base / path):
+            return base / path
+        try:
+            from hydra_rag.retrieve import find_index_root
+
+            roots.append(find_index_root(base))
+        except HydraError:
+            pass
+        from hydra_rag import registry
+
+        roots += [Path(p) for p in registry.stores()]
+    for root in roots:
+        if os.path.lexists(root / path):
+            return root / path
+    # NAME:path — NAME is the end of a folder's path (`docs`, `b/docs`), as search names it
+    name, sep, rest = target.partition(":")
+    if sep and rest and name:
+        tail = Path(name).parts
+        for root in roots:
+            if root.parts[-len(tail):] == tail and os.path.lexists(root / rest):
+                return root / rest
+    return (roots[0] if scope else base) / path

@@ -21,7 +21,8 @@ def parse_persona(text: str, origin: str) -> tuple[str, dict[str, Any]]:
         if end is None:
             raise ConfigError(f"{origin}: front matter opened with --- is never closed")
         try:
-            meta = yaml.safe_load("".join(lines[1:end])) or {}
+            # A newline first stands for the opening ---, so errors name the file's own lines.
+            meta = yaml.safe_load("\n" + "".join(lines[1:end])) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"{origin}: front matter is not valid YAML "
                               f"({yaml_problem(exc)})") from None

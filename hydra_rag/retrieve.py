@@ -88,6 +88,7 @@ class Hit:
     rerank: float | None = None  # the reranker's score, when it read this chunk
     section: str = ""  # the headings the chunk stands under ("Guide › Install")
     embedder: str = ""  # the embedder of the chunk's table
+    min_similarity: float = 0.2  # that embedder's cosine for "bears on the query"
 
 
 class _Moved(Exception):
@@ -114,6 +115,8 @@ def _key(store: object, name: str) -> str:
 def find_index_root(start: Path) -> Path:
     """The nearest folder at or above `start` that has a `.hydra-index`."""
     start = start.expanduser().resolve()
+    if not start.exists():  # not the index of some folder above a typo
+        raise HydraError(f"{start}: no such file or folder")
     for folder in (start, *start.parents):
         if (folder / INDEX_DIR / "meta.yaml").is_file():
             return folder
@@ -624,11 +627,16 @@ class Searcher:
             hits.append(Hit(r["store"], r["path"], r["kind"], int(r["line_start"]),
                             int(r["line_end"]), r["text"], score, ranks, r["id"],
                             found.similarity.get(key), section=r.get("section") or "",
-                            embedder=found.embedder.get(key, "")))
+                            embedder=found.embedder.get(key, ""),
+                            min_similarity=self._min_similarity(found.embedder.get(key, ""))))
         if top:
             # A follow-up is judged together with the question before it, as it was searched.
             hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)
         return hits if k is None else hits[:k]
+
+    def _min_similarity(self, embedder_id: str) -> float:
+        entry = self._embedder(embedder_id) if embedder_id else None
+        return entry.min_similarity if entry is not None else Hit.min_similarity
 
     def _rerank(self, query: str, hits: list[Hit], top: int) -> list[Hit]:
         if self._reranker is None:

@@ -21,10 +21,15 @@ def sessions_dir() -> Path:
 def default_name(model_id: str, roots: list[Path]) -> str:
     """One session per folder set and model, e.g. `cool-app-smollm2-135m-3fa2c1`."""
     if not roots:
-        return f"{model_id}-norag"
+        return f"{_slug(model_id)}-norag"
     digest = hashlib.sha256("\0".join(sorted(map(str, roots))).encode()).hexdigest()[:6]
-    label = "+".join(r.name or "root" for r in roots)[:40]
-    return f"{label}-{model_id}-{digest}"
+    label = "+".join(_slug(r.name) or "root" for r in roots)[:40]
+    return f"{label}-{_slug(model_id)}-{digest}"
+
+
+def _slug(text: str) -> str:
+    """A name fit for a session file: runs of other characters (spaces…) become one `_`."""
+    return re.sub(r"[^\w.+@-]+", "_", text).strip("_")
 
 
 def _path(name: str) -> Path:

@@ -66,13 +66,13 @@ def test_matching_lines_pick_the_lines_with_the_words() -> None:
 
 
 def test_coverage_and_weak() -> None:
-    assert query_terms("What is the capital of Mongolia?") == ["capital", "mongolia"]
+    assert query_terms("What is the capital of Mongolia?") == ["capit", "mongoli"]  # stems
     assert coverage("Ulaanbaatar is the capital of Mongolia.", "capital of Mongolia") == 1.0
     assert coverage("the capital was raised", "capital of Mongolia") == 0.5
 
     def hit(ranks: dict[str, int], similarity: float | None, text: str = "") -> SimpleNamespace:
         return SimpleNamespace(ranks=ranks, similarity=similarity, text=text,
-                               embedder="minilm-l6")
+                               min_similarity=0.35)  # MiniLM's, from the catalog
 
     q = "what is the capital of Mongolia?"
     # the click logo's path data came back with cosine 0.227 and nothing else
@@ -82,6 +82,25 @@ def test_coverage_and_weak() -> None:
     assert not weak(hit({"bm25": 3}, None, "capital of Mongolia"), q)
     assert not weak(hit({"literal": 1}, 0.05), q)
     assert not weak(hit({"term:get_user": 1}, None), "where is get_user")
+
+
+def test_weak_edge_cases() -> None:
+    def hit(text: str) -> SimpleNamespace:
+        return SimpleNamespace(ranks={"bm25": 1}, similarity=0.1, text=text,
+                               min_similarity=0.35)
+
+    # two of three words is two thirds: enough
+    assert not weak(hit("It controls retries."), "controls retries banana")
+    # inflections meet as the full-text index's stemmer has them
+    assert not weak(hit("## Configure\nIt controls retries."), "configured retry")
+    assert coverage("Hauptstädte der Welt", "Hauptstadt") == 1.0
+    # lines as the chunker counts them: a form feed ends one
+    got = matching_lines("first\fsecond\nthird\nfourth line\n", 1, "fourth line")
+    assert [line.number for line in got] == [4]
+    # a case change that alters a string's length does not shift the highlight
+    got = matching_lines("İstanbul x_needle_y", 1, '"needle"')[0]
+    a, b = got.spans[0]
+    assert got.text[a:b].lower() == "needle"
 
 
 def test_parse_spec_and_store_names(tmp_path: Path) -> None:
@@ -264,3 +283,42 @@ def test_one_name_per_folder_everywhere(home: Path, tmp_path: Path) -> None:
                    *FAST)
     assert proc.returncode == 0, proc.stderr
     assert "a/docs:tomatoes.md:1-3" in proc.stdout  # the sources, named as search names them
+
+
+def test_get_follows_search_and_refuses_what_changed_into_a_secret(folder: Path) -> None:
+    # from a subfolder, the path as search prints it (relative to the index root)
+    proc = run_cli("get", "docs/guide.md:1-1", cwd=folder / "src")
+    assert proc.returncode == 0 and proc.stdout.split() == ["1", "#", "Guide"], proc.stderr
+    # with the folder's short name, as a search of several folders prints it
+    proc = run_cli("get", f"{folder.name}:docs/guide.md:1-1", cwd=folder.parent)
+    assert proc.returncode == 0, proc.stderr
+    key = ("-----BEGIN OPENSSH PRIVATE KEY-----\n" + "b3BlbnNzaC1rZXktdjEAAAAA" * 8 + "\n"
+           "-----END OPENSSH PRIVATE KEY-----\n")
+    (folder / "docs" / "guide.md").write_text(key)
+    proc = run_cli("get", "docs/guide.md", cwd=folder)
+    assert proc.returncode == 1 and "no longer indexable" in proc.stderr
+    assert "b3BlbnNz" not in proc.stdout + proc.stderr
+
+
+def test_names_typos_and_usage(isolated_home: Path, tmp_path: Path) -> None:
+    spaced = write_tree(tmp_path / "My Notes", {"a.md": "# Tomatoes\n\nWater them.\n"})
+    assert run_cli("index", str(spaced)).returncode == 0
+    proc = run_cli("chat", "--rag", str(spaced), *FAST, input="How are tomatoes watered?\n")
+    assert proc.returncode == 0, proc.stderr  # a folder name with a space names a session
+    persona = tmp_path / "p.md"
+    persona.write_text("Be brief.\n")
+    proc = run_cli("create", "smollm2-135m", str(persona), "my helper")
+    assert proc.returncode == 2 and "no spaces" in proc.stderr
+    assert run_cli("create", "smollm2-135m", str(persona), "helper").returncode == 0
+    proc = run_cli("ask", "q?", "--rag", "helper", cwd=spaced)  # an alias given as a folder
+    assert proc.returncode == 2 and "that is a bundle" in proc.stderr
+    proc = run_cli("search", "x", "--path", str(spaced / "nothere"))
+    assert proc.returncode == 1 and "no such file or folder" in proc.stderr
+    proc = run_cli("search", "x", "--path", str(spaced), "--all")
+    assert proc.returncode == 2 and "--path excludes --all" in proc.stderr
+    proc = run_cli("ask", "hello", "world", "--no-rag")
+    assert proc.returncode == 1 and 'hydra-rag ask "hello world"' in proc.stderr
+    bad = tmp_path / "bad.md"
+    bad.write_text("---\ntemperature: 0.2\ntop_p: : 3\n---\nBe brief.\n")
+    proc = run_cli("create", "smollm2-135m", str(bad), "bad")
+    assert proc.returncode == 1 and "line 3" in proc.stderr, proc.stderr

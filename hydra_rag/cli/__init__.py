@@ -13,7 +13,7 @@ import sys
 import typer
 
 from hydra_rag.cli.base import app, err, humanize, state
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, UsageError
 
 # Commands register in this order, which is the order --help lists them in.
 # isort: off
@@ -34,7 +34,7 @@ def main() -> None:
         if state["debug"]:
             raise
         err.print(f"[red]error:[/red] {exc}", highlight=False)
-        sys.exit(1)
+        sys.exit(2 if isinstance(exc, UsageError) else 1)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)

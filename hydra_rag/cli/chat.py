@@ -16,7 +16,7 @@ from hydra_rag.cli.base import (
     print_json,
     say,
 )
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, ModelError
 
 
 def _warn(message: str) -> None:
@@ -103,6 +103,15 @@ def ask(
         raise typer.BadParameter("give the question as one argument (in quotes), after the "
                                  "model if you name one", param_hint="[MODEL] QUESTION")
     model, question = (None, words[0]) if len(words) == 1 else (words[0], words[1])
+    if model is not None:
+        from hydra_rag.catalog import get_model, load_bundles
+
+        if model not in load_bundles():
+            try:
+                get_model(model)
+            except ModelError as exc:  # "hello world" unquoted: say how to ask it
+                raise ModelError(f"{exc}; a question of several words goes in quotes: "
+                                 f"`hydra-rag ask \"{' '.join(words)}\"`") from None
     if not question.strip():  # before any model or sidecar is started
         raise HydraError("the question is empty")
     c = api.open_chat(model, rag, no_rag, top_k, None, True, system, system_file, temperature,

@@ -91,7 +91,8 @@ def _sigterm_interrupts() -> Iterator[list[int]]:
 def index(
     path: Annotated[Path, typer.Argument(help="Folder to index.")] = Path("."),
     include: Annotated[list[str] | None, typer.Option(
-        "--include", help="Glob of files to index even if ignored or blacklisted (repeatable).")] = None,
+        "--include", help="Glob of files to index even if ignored, blacklisted or skipped for "
+        "their content (SVG, certificates, keys, enormous lines) (repeatable).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(
         "--exclude", help="Glob of files to leave out (repeatable).")] = None,
     full: Annotated[bool, typer.Option("--full", help="Rebuild the index from scratch.")] = False,
@@ -125,14 +126,18 @@ def index(
         rep = do_dry_run(path, include, exclude)
         if as_json:
             print_json({"root": rep.root, "files": [{"path": p, "kind": k} for p, k in rep.files],
-                         "skipped": rep.skipped})
+                        "skipped": rep.skipped, "long_lines": rep.long_lines})
             return
         for p, k in rep.files:
             out.print(f"{k:5}  {p}", markup=False, highlight=False)
         say(f"{len(rep.files)} files would be indexed")
         for reason, paths in sorted(rep.skipped.items(), key=lambda kv: -len(kv[1])):
             say(f"skipped {len(paths):6}  {reason}: {', '.join(paths[:5])}"
-                 + (" …" if len(paths) > 5 else ""))
+                + (" …" if len(paths) > 5 else ""))
+        if rep.long_lines:
+            say(f"warning {len(rep.long_lines):6}  mostly minified code or data on lines over "
+                f"3,000 characters: {', '.join(rep.long_lines[:5])}"
+                + (" …" if len(rep.long_lines) > 5 else ""))
         return
     # An embedder named on the command line is used for every table, whatever the language.
     settings = load_settings(embedder=embedder, context_model=context_model,

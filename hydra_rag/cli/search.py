@@ -57,7 +57,8 @@ def _show(i: int, h: Any, query: str, label: str, explain: bool) -> None:
     lines = matching_lines(h.text, h.line_start, query)
     width = len(str(lines[-1].number)) if lines else 1
     for line in lines:
-        text = Text(f"    {line.number:>{width}}│ ", style="dim")
+        text = Text()
+        text.append(f"    {line.number:>{width}}│ ", style="dim")
         body = Text(line.text)
         for a, b in line.spans:
             body.stylize("bold magenta", a, b)
