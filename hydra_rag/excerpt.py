@@ -56,6 +56,8 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
         raise HydraError(f"line numbers start at 1, not {start}")
     if start is not None and end is not None and end < start:
         raise HydraError(f"the range {start}-{end} ends before it starts")
+    if scope is not None and ".." in Path(target).parts:  # a client's path stays in the scope
+        raise HydraError(f"{target}: `..` is not allowed here; give the path inside its folder")
     path = _locate(str(target), scope, base or Path.cwd())
     real = path.resolve()
     if not real.is_file():

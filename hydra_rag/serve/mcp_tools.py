@@ -1,0 +1,92 @@
+"""The MCP server: four tools over a Scope, on the official MCP SDK (stdio, or streamable HTTP
+under `hydra-rag serve`). The descriptions are written for the model that reads them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field  # the SDK reads the tools' annotations: names at module level
+
+from hydra_rag.errors import HydraError
+from hydra_rag.serve.scope import MAX_K, Scope
+
+INSTRUCTIONS = (
+    "hydra-rag searches the user's own indexed folders (code and documents) on this machine. "
+    "Use `search` to find passages, `get` to read the lines around a hit, `ask` for an answer "
+    "written by the local model with numbered, checked citations, and `stores` to see which "
+    "folders are searchable. Cite what you use as path:line_start-line_end."
+)
+
+
+def build(scope: Scope) -> Any:
+    """An MCPServer whose tools answer from `scope`."""
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from hydra_rag import __version__
+
+    server = MCPServer("hydra-rag", instructions=INSTRUCTIONS, version=__version__,
+                       log_level="WARNING")
+
+    async def run(func: Any, *args: Any) -> Any:
+        try:
+            return await anyio.to_thread.run_sync(func, *args)
+        except HydraError as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool(description=(
+        "Search the user's indexed folders for passages about a query: hybrid retrieval "
+        "(meaning + keywords + exact strings), best first. Each result has path (relative to "
+        "its folder), store_name, line_start, line_end, section (the headings it stands "
+        "under), score, text, and weak=true when it does not really bear on the query. Use "
+        "exact identifiers or error messages as typed when you have them. Then read around a "
+        "hit with `get`."))
+    async def search(
+        query: Annotated[str, Field(description="What to look for: words, a question, an "
+                                    "identifier or a copied error message.")],
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many passages.")] = 10,
+        paths: Annotated[list[str] | None, Field(
+            description="Only these folders of the scope (path or name, see `stores`).")] = None,
+        tag: Annotated[str | None, Field(description="Only folders with this tag.")] = None,
+        mode: Annotated[str, Field(description="hybrid (default), vector or bm25.")] = "hybrid",
+    ) -> dict[str, Any]:
+        return await run(lambda: scope.search(query, k, paths, tag, mode))
+
+    @server.tool(description=(
+        "Read lines of an indexed file, to see the context around a search hit. path is as "
+        "search returned it (relative to its folder; prefix store_name: when several folders "
+        "are searched). Without line_start the whole file; with line_start alone 40 lines. "
+        "Only files the index holds can be read (no ignored files, secrets or files outside "
+        "the folders)."))
+    async def get(
+        path: Annotated[str, Field(description="File path as search returned it.")],
+        line_start: Annotated[int | None, Field(ge=1, description="First line (1-based).")] = None,
+        line_end: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
+    ) -> dict[str, Any]:
+        return await run(lambda: scope.get(path, line_start, line_end))
+
+    @server.tool(description=(
+        "Ask the local model a question about the user's folders: it retrieves passages and "
+        "answers citing them as [n]; the citations are checked in code. Returns answer, "
+        "sources (n, path, line_start, line_end, section), citations, verdict ('ok', "
+        "'problems', or 'no context' when the folders have nothing on the question) and "
+        "problems. The local model is small: prefer `search` and `get` when you can read the "
+        "passages yourself."))
+    async def ask(
+        question: Annotated[str, Field(description="The question.")],
+        model: Annotated[str | None, Field(description="Chat model id (default: the "
+                                           "configured default_model).")] = None,
+        bundle: Annotated[str | None, Field(description="A bundle alias: its model, persona "
+                                            "and folders.")] = None,
+        k: Annotated[int | None, Field(ge=1, le=MAX_K, description="Passages to retrieve.")] = None,
+    ) -> dict[str, Any]:
+        return await run(lambda: scope.ask(question, model, bundle, k))
+
+    @server.tool(description=(
+        "The folders this server searches: path, name, tags, chunks per table (code, prose), "
+        "embedders, when each was last indexed, and any problem."))
+    async def stores() -> dict[str, Any]:
+        return {"stores": await run(scope.stores)}
+
+    return server

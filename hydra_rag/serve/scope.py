@@ -1,0 +1,221 @@
+"""A scope of indexed folders that a server answers from: search, read, ask, list — the four
+things the MCP tools, the HTTP routes and the web page do, each once, here.
+
+Searchers are kept open between requests (tables, caches and embedding clients stay warm) in
+a small pool, so that searches of several clients run side by side. A request may narrow the
+scope (`paths`, `tag`) but never widen it: a folder outside the scope is an error.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hydra_rag import api
+from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.paths import store_names
+
+MODES = {"hybrid": ("vector", "bm25"), "vector": ("vector",), "bm25": ("bm25",)}
+MAX_K = 50
+MAX_QUERY_CHARS = 2_000
+
+
+def hit_json(rank: int, h: Any, query: str, names: dict[str, str]) -> dict[str, Any]:
+    """One hit as `search --json`, `/api/search` and the MCP `search` tool show it."""
+    from hydra_rag.evidence import matching_lines, weak
+
+    return {"rank": rank, "path": h.path, "store": h.store, "store_name": names.get(h.store, ""),
+            "kind": h.kind, "line_start": h.line_start, "line_end": h.line_end,
+            "section": h.section, "score": round(h.score, 6), "text": h.text, "ranks": h.ranks,
+            **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {}),
+            # the lines shown as the reason it matched; weak: it does not bear on the query
+            "matches": [m.number for m in matching_lines(h.text, h.line_start, query)],
+            "weak": weak(h, query)}
+
+
+class Scope:
+    """The folders of one server: `paths` (each one's nearest index), the registered folders
+    (`all_`) or those with one of `tags`; by default every registered folder."""
+
+    def __init__(self, paths: list[Path] | None = None, all_: bool = False,
+                 tags: list[str] | None = None, searchers: int = 2) -> None:
+        if not paths and not tags:
+            all_ = True
+        self.roots, self.federated = api.folders(paths, all_, tags)
+        self.names = store_names(self.roots)
+        self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
+        self._made = 0
+        self._max = max(1, searchers)
+        self._lock = threading.Lock()
+
+    # -- folders ---------------------------------------------------------------------------
+
+    def narrow(self, paths: list[str] | None = None, tag: str | None = None) -> list[Path]:
+        """The scope's folders a request asks for; a folder outside the scope is an error."""
+        from hydra_rag import registry
+
+        roots = self.roots
+        if paths:
+            wanted = []
+            for p in paths:
+                match = self._folder(p)
+                if match is None:
+                    raise UsageError(f"{p!r} is not a folder of this server's scope "
+                                     f"({', '.join(self.names.values())})")
+                wanted.append(match)
+            roots = list(dict.fromkeys(wanted))
+        if tag:
+            tagged = {Path(p) for p, e in registry.stores().items() if tag in e.get("tags", [])}
+            roots = [r for r in roots if r in tagged]
+            if not roots:
+                raise UsageError(f"no folder of this server's scope has the tag {tag!r}")
+        return roots
+
+    def _folder(self, name: str) -> Path | None:
+        """A scope folder by path or short name."""
+        for root in self.roots:
+            if name in (str(root), self.names[str(root)], root.name):
+                return root
+        try:
+            resolved = Path(name).expanduser().resolve()
+        except OSError:
+            return None
+        return resolved if resolved in self.roots else None
+
+    # -- search ----------------------------------------------------------------------------
+
+    @contextmanager
+    def _searcher(self, roots: list[Path]) -> Iterator[Any]:
+        """A searcher over the whole scope from the pool (made on demand, at most `searchers`
+        of them; a request waits for one), or a fresh one for a narrower set of folders."""
+        from hydra_rag.config import load_settings
+        from hydra_rag.retrieve import Searcher
+
+        if roots != self.roots:
+            searcher = Searcher(roots, load_settings(), skip_broken=True)
+            try:
+                yield searcher
+            finally:
+                searcher.close()
+            return
+        with self._lock:
+            make = self._idle.empty() and self._made < self._max
+            if make:
+                self._made += 1
+        searcher = (Searcher(self.roots, load_settings(), skip_broken=True) if make
+                    else self._idle.get())
+        try:
+            yield searcher
+        finally:
+            self._idle.put(searcher)
+
+    def search(self, query: str, k: int = 10, paths: list[str] | None = None,
+               tag: str | None = None, mode: str = "hybrid") -> dict[str, Any]:
+        """Ranked passages: `{"query", "results": [...], "warnings": [...]}` as `search --json`."""
+        query = (query or "").strip()
+        if not query:
+            raise UsageError("the query is empty")
+        if len(query) > MAX_QUERY_CHARS:
+            raise UsageError(f"the query is longer than {MAX_QUERY_CHARS} characters")
+        if mode not in MODES:
+            raise UsageError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if not 1 <= k <= MAX_K:
+            raise UsageError(f"k must be from 1 to {MAX_K}, not {k}")
+        roots = self.narrow(paths, tag)
+        with self._searcher(roots) as searcher:
+            hits = searcher.search(query, k, methods=MODES[mode])
+            warnings = list(searcher.warnings)
+        return {"query": query, "results": [hit_json(i, h, query, self.names)
+                                            for i, h in enumerate(hits, 1)],
+                "warnings": warnings}
+
+    # -- read ------------------------------------------------------------------------------
+
+    def get(self, path: str, line_start: int | None = None,
+            line_end: int | None = None) -> dict[str, Any]:
+        """Lines of an indexed file of the scope (`path` relative to its folder, `NAME:path`,
+        or absolute)."""
+        from hydra_rag.excerpt import read_excerpt
+
+        ex = read_excerpt(path, line_start, line_end, scope=self.roots)
+        return {"store": str(ex.root), "store_name": self.names.get(str(ex.root), ""),
+                "path": ex.path, "line_start": ex.line_start, "line_end": ex.line_end,
+                "total_lines": ex.total, "section": ex.section, "changed": ex.changed,
+                "text": "\n".join(ex.lines)}
+
+    # -- ask -------------------------------------------------------------------------------
+
+    def ask(self, question: str, model: str | None = None, bundle: str | None = None,
+            k: int | None = None, on_token: Callable[[str], None] | None = None
+            ) -> dict[str, Any]:
+        """An answer with numbered citations, its sources and the citation check: a bundle
+        retrieves from its own folders, a model from the scope's."""
+        question = (question or "").strip()
+        if not question:
+            raise UsageError("the question is empty")
+        if bundle and model:
+            raise UsageError("give a model or a bundle, not both")
+        if k is not None and not 1 <= k <= MAX_K:
+            raise UsageError(f"k must be from 1 to {MAX_K}, not {k}")
+        chat = self.open_chat(bundle or model, bundle is not None, k)
+        try:
+            result = chat.ask(question, on_token or (lambda _t: None))
+        finally:
+            chat.close()
+        return turn_json(result)
+
+    def open_chat(self, model: str | None, is_bundle: bool = False, k: int | None = None,
+                  rag: list[str] | None = None) -> Any:
+        """A chat (not saved) for a model over the scope (or `rag`, narrowed), or for a bundle
+        over its own folders."""
+        from hydra_rag.catalog import load_bundles
+
+        name = api.model_or_default(model)
+        bundles = load_bundles()
+        if is_bundle and name not in bundles:
+            raise UsageError(f"no bundle {name!r} (`hydra-rag list`)")
+        if name in bundles:
+            return api.open_chat(name, top_k=k, new=True, save=False)
+        roots = self.narrow(rag) if rag else self.roots
+        return api.open_chat(name, rag=roots, top_k=k, new=True, save=False)
+
+    def stores(self) -> list[dict[str, Any]]:
+        """The scope's folders: tags, chunks, embedders, when last indexed, problems."""
+        rows = {r["path"]: r for r in api.store_rows()}
+        out = []
+        for root in self.roots:
+            row = rows.get(str(root)) or {"path": str(root), "tags": [], "chunks": {},
+                                          "embedders": {}, "last_indexed": None, "problem": ""}
+            out.append({**row, "name": self.names[str(root)]})
+        return out
+
+    def close(self) -> None:
+        while not self._idle.empty():
+            self._idle.get().close()
+
+
+def turn_json(result: Any) -> dict[str, Any]:
+    """A chat turn as the MCP `ask` tool and `/api` give it: `ask --json`, plus the citation
+    check's verdict in one word ("ok", or the problems)."""
+    doc = result.to_json()
+    problems = result.citations.problems()
+    doc["verdict"] = "no context" if result.no_context else ("ok" if not problems else "problems")
+    doc["problems"] = problems
+    return doc
+
+
+def check_open(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Library errors as they are; anything else as one HydraError line (a server must not
+    print a traceback to a client)."""
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except HydraError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (an unforeseen failure, said in one line)
+            raise HydraError(f"{type(exc).__name__}: {exc}") from exc
+    return wrapper
