@@ -28,3 +28,32 @@ def mcp(path: _PATH = None, all_: _ALL = False, tag: _TAG = None) -> None:
         build(scope).run("stdio")
     finally:
         scope.close()
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (default loopback; "
+                                      "any other needs --token).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8765,
+    token: Annotated[str | None, typer.Option(
+        "--token", help="Secret every request must send as Authorization: Bearer TOKEN "
+        "(default: HYDRA_RAG_SERVE_TOKEN).", envvar="HYDRA_RAG_SERVE_TOKEN")] = None,
+    path: _PATH = None,
+    all_: _ALL = False,
+    tag: _TAG = None,
+) -> None:
+    """Serve MCP at /mcp, the OpenAI API at /v1, /api/search and the web chat at / over HTTP."""
+    from hydra_rag.cli.base import say
+    from hydra_rag.serve.app import is_loopback, run
+    from hydra_rag.serve.scope import Scope
+
+    if not is_loopback(host) and not token:
+        from hydra_rag.errors import UsageError
+
+        raise UsageError(f"--host {host} opens the server to the network: give --token (a "
+                         "secret clients send as Authorization: Bearer TOKEN)")
+    scope = Scope(path, all_, tag)
+    shown = f"[{host}]" if ":" in host else host
+    say(f"serving {len(scope.roots)} folder(s) on http://{shown}:{port}/ — MCP at /mcp, "
+        f"OpenAI API at /v1" + (" (token required)" if token else ""))
+    run(scope, host, port, token)

@@ -1,0 +1,289 @@
+"""`hydra-rag serve`: one Starlette app on uvicorn — MCP over streamable HTTP at /mcp, the
+OpenAI-compatible /v1, /api for the web page and scripts, and the web chat at /.
+
+Safe by default: loopback unless told otherwise (any other host needs a token); every route
+checks Host and Origin (no DNS rebinding from a web page), and the token when there is one;
+request bodies are bounded; chat turns wait their turn per model, in arrival order; a client
+that disconnects stops its generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as AsgiScope
+
+from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.serve import openai
+from hydra_rag.serve.scope import Scope
+
+MAX_BODY = 1 << 20  # bytes of a request body
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_hosts(host: str, port: int) -> set[str]:
+    """Host header values this server answers to: its own names, with and without the port."""
+    names = {host, *LOOPBACK} if is_loopback(host) else {host}
+    out = set()
+    for name in names:
+        shown = f"[{name}]" if ":" in name else name
+        out |= {shown, f"{shown}:{port}"}
+    return out
+
+
+class Guard:
+    """Host, Origin and token checks and a body limit, before any route (MCP included)."""
+
+    def __init__(self, app: ASGIApp, hosts: set[str], token: str | None) -> None:
+        self.app, self.hosts, self.token = app, hosts, token
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        problem = self._problem(scope, headers)
+        if problem:
+            status, message = problem
+            await JSONResponse({"error": {"message": message, "type": "forbidden"}},
+                               status_code=status)(scope, receive, send)
+            return
+        if int(headers.get("content-length") or 0) > MAX_BODY:
+            await _too_large(scope, receive, send)
+            return
+        await self.app(scope, _bounded(receive), send)
+
+    def _problem(self, scope: AsgiScope, headers: dict[str, str]) -> tuple[int, str] | None:
+        host = headers.get("host", "")
+        if host not in self.hosts:
+            return 421, f"unknown Host {host!r}: this server answers to {sorted(self.hosts)[0]}"
+        origin = headers.get("origin")
+        if origin and origin != "null":
+            netloc = origin.split("://", 1)[-1].rstrip("/")
+            if netloc not in self.hosts:
+                return 403, f"requests from the web page at {origin} are refused"
+        if self.token is not None and not _public(scope["path"]):
+            given = headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+                return 401, "missing or wrong token: send Authorization: Bearer <token>"
+        return None
+
+
+def _public(path: str) -> bool:
+    """The page itself (not its data) loads without the token; it asks for it."""
+    return path in ("/", "/favicon.ico")
+
+
+def _bounded(receive: Receive) -> Receive:
+    """A body longer than MAX_BODY (sent without Content-Length) is cut off with 413."""
+    seen = 0
+
+    async def wrapped() -> Any:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY:
+                raise _TooLarge()
+        return message
+
+    return wrapped
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _too_large(scope: AsgiScope, receive: Receive, send: Send) -> None:
+    await JSONResponse({"error": {"message": f"the body is over {MAX_BODY} bytes",
+                                  "type": "too_large"}}, status_code=413)(scope, receive, send)
+
+
+def _error(exc: Exception) -> JSONResponse:
+    status = 400 if isinstance(exc, UsageError) else 422 if isinstance(exc, HydraError) else 500
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return JSONResponse({"error": {"message": str(exc), "type": kind}}, status_code=status)
+
+
+async def _json(request: Request) -> Any:
+    try:
+        return json.loads(await request.body())
+    except _TooLarge:
+        raise
+    except ValueError as exc:
+        raise UsageError(f"the body is not JSON: {exc}") from None
+
+
+def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
+          token: str | None = None) -> Starlette:
+    """The whole app over `scope`."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from hydra_rag.serve.mcp_tools import build as build_mcp
+
+    hosts = allowed_hosts(host, port)
+    mcp_server = build_mcp(scope)
+    mcp_app = mcp_server.streamable_http_app(
+        streamable_http_path="/", host=host,
+        transport_security=TransportSecuritySettings(
+            allowed_hosts=sorted(hosts),
+            allowed_origins=sorted(f"http://{h}" for h in hosts)))
+    turns: dict[str, asyncio.Lock] = {}  # model → one turn at a time, in arrival order
+
+    def guarded(handler: Any) -> Any:
+        async def run(request: Request) -> Response:
+            try:
+                result: Response = await handler(request)
+                return result
+            except _TooLarge:
+                return JSONResponse({"error": {"message": f"the body is over {MAX_BODY} bytes",
+                                               "type": "too_large"}}, status_code=413)
+            except (HydraError, ValueError) as exc:
+                return _error(exc)
+        return run
+
+    async def search(request: Request) -> Response:
+        q = request.query_params
+        try:
+            k = int(q.get("k", "10"))
+        except ValueError:
+            raise UsageError("k must be a number") from None
+        doc = await asyncio.to_thread(scope.search, q.get("q", ""), k,
+                                      q.getlist("path") or None, q.get("tag"),
+                                      q.get("mode", "hybrid"))
+        return JSONResponse(doc)
+
+    async def get(request: Request) -> Response:
+        q = request.query_params
+
+        def number(name: str) -> int | None:
+            raw = q.get(name)
+            if raw is None or raw == "":
+                return None
+            if not raw.isdigit():
+                raise UsageError(f"{name} must be a line number")
+            return int(raw)
+
+        doc = await asyncio.to_thread(scope.get, q.get("path", ""), number("start"),
+                                      number("end"))
+        return JSONResponse(doc)
+
+    async def stores(request: Request) -> Response:
+        return JSONResponse({"stores": await asyncio.to_thread(scope.stores)})
+
+    async def models(request: Request) -> Response:
+        return JSONResponse(await asyncio.to_thread(openai.models, scope))
+
+    async def completions(request: Request) -> Response:
+        req = openai.parse(await _json(request))
+        lock = turns.setdefault(req["model"] or "", asyncio.Lock())
+        if not req["stream"]:
+            async with lock:
+                cancelled = threading.Event()
+                doc = await asyncio.to_thread(openai.answer, scope, req, lambda _t: None,
+                                              cancelled)
+            return JSONResponse(openai.completion(doc))
+        return StreamingResponse(_stream(req, lock), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    async def _stream(req: dict[str, Any], lock: asyncio.Lock) -> AsyncIterator[str]:
+        from hydra_rag.api import model_or_default
+
+        cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        model = model_or_default(req["model"])
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        cancelled = threading.Event()
+        async with lock:
+            yield openai.chunk(cid, model, {"role": "assistant", "content": ""})
+            def push(piece: str) -> None:
+                loop.call_soon_threadsafe(pieces.put_nowait, piece)
+
+            job = asyncio.ensure_future(asyncio.to_thread(openai.answer, scope, req, push,
+                                                          cancelled))
+            job.add_done_callback(lambda _j: loop.call_soon_threadsafe(pieces.put_nowait, None))
+            try:
+                while (piece := await pieces.get()) is not None:
+                    yield openai.chunk(cid, model, {"content": piece})
+                doc = await job
+            except (HydraError, openai.Cancelled) as exc:
+                yield f"data: {json.dumps({'error': {'message': str(exc)}})}\n\n"
+                return
+            finally:  # the client went away (or the turn ended): stop generating
+                cancelled.set()
+                if not job.done():
+                    with contextlib.suppress(BaseException):
+                        await asyncio.wait_for(asyncio.shield(job), timeout=30)
+            for event in openai.last_chunks(cid, {**doc, "model": doc["model"] or model}):
+                yield event
+
+    async def sessions(request: Request) -> Response:
+        from hydra_rag import sessions as saved
+
+        name = request.query_params.get("name")
+        if name:
+            doc = await asyncio.to_thread(saved.load, name)
+            if doc is None:
+                raise UsageError(f"no session {name!r}")
+            return JSONResponse(doc)
+        return JSONResponse({"sessions": await asyncio.to_thread(saved.all_sessions)})
+
+    async def page(request: Request) -> Response:
+        html = resources.files("hydra_rag.serve").joinpath("web/index.html").read_text("utf-8")
+        return HTMLResponse(html, headers={"Content-Security-Policy": (
+            "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+            "style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'")})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with mcp_app.router.lifespan_context(mcp_app):
+            yield
+        scope.close()
+
+    routes = [
+        Route("/", page),
+        Route("/api/search", guarded(search)),
+        Route("/api/get", guarded(get)),
+        Route("/api/stores", guarded(stores)),
+        Route("/api/sessions", guarded(sessions)),
+        Route("/v1/models", guarded(models)),
+        Route("/v1/chat/completions", guarded(completions), methods=["POST"]),
+        Mount("/mcp", app=mcp_app),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan,
+                     middleware=[Middleware(Guard, hosts=hosts, token=token)])
+
+
+def run(scope: Scope, host: str, port: int, token: str | None) -> None:
+    """Serve until interrupted. A host other than loopback needs a token."""
+    import uvicorn
+
+    if not is_loopback(host) and not token:
+        raise UsageError(f"--host {host} opens the server to the network: give --token (a "
+                         "secret clients send as Authorization: Bearer TOKEN)")
+    uvicorn.run(build(scope, host, port, token), host=host, port=port, log_level="warning",
+                lifespan="on")
