@@ -148,7 +148,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
     hosts = allowed_hosts(host, port)
     mcp_server = build_mcp(scope)
     mcp_app = mcp_server.streamable_http_app(
-        streamable_http_path="/", host=host,
+        streamable_http_path="/mcp", host=host,
         transport_security=TransportSecuritySettings(
             allowed_hosts=sorted(hosts),
             allowed_origins=sorted(f"http://{h}" for h in hosts)))
@@ -272,7 +272,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
         Route("/api/sessions", guarded(sessions)),
         Route("/v1/models", guarded(models)),
         Route("/v1/chat/completions", guarded(completions), methods=["POST"]),
-        Mount("/mcp", app=mcp_app),
+        Mount("", app=mcp_app),  # last: its one route is /mcp (no redirect to /mcp/)
     ]
     return Starlette(routes=routes, lifespan=lifespan,
                      middleware=[Middleware(Guard, hosts=hosts, token=token)])
