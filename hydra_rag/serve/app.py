@@ -266,6 +266,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
 
     routes = [
         Route("/", page),
+        Route("/favicon.ico", lambda _r: Response(status_code=204)),
         Route("/api/search", guarded(search)),
         Route("/api/get", guarded(get)),
         Route("/api/stores", guarded(stores)),
