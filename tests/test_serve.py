@@ -1,0 +1,713 @@
+"""`hydra-rag serve` from the outside: the real server in a subprocess over real indexes, real
+sidecars and the real SmolLM2, reached through the clients people use — the official `openai`
+package, the MCP SDK's Client over streamable HTTP, plain HTTP — and the refusals that make it
+safe by default: a foreign Origin or Host, a missing token, paths out of the folders, oversize
+and malformed bodies; concurrent clients; a client that goes away in the middle of a stream."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import anyio
+import pytest
+
+from conftest import run_cli, write_tree
+
+WATER = "How often should tomatoes be watered?"
+BUNDLE = "serve-gardener"
+PERSONA = """---
+temperature: 0
+---
+You are the garden club's librarian. Answer in one short sentence.
+"""
+LONG = ("Write a very long and detailed guide to growing tomatoes: sun, watering, staking. "
+        "Repeat every point many times.")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _start(home: Path, *args: str) -> Server:
+    """`hydra-rag serve --port FREE ARGS` under `home`, once it answers HTTP."""
+    port = _free_port()
+    log = home / f"serve-{port}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "serve", "--port", str(port),
+                                 *args], stdout=out, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "HYDRA_RAG_HOME": str(home)})
+    server = Server(proc, port, log)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited with {proc.returncode}:\n{server.output()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return server
+        except OSError:
+            time.sleep(0.2)
+    _stop(server)
+    raise AssertionError(f"serve did not listen within 120 s:\n{server.output()}")
+
+
+def _stop(server: Server) -> None:
+    server.proc.terminate()
+    try:
+        server.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait()
+
+
+def _request(server: Server, method: str, path: str, body: bytes | str | None = None,
+             headers: dict[str, str] | None = None, timeout: float = 600
+             ) -> tuple[int, bytes]:
+    """(status, body) of one plain HTTP request; `headers` may set Host and Origin."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def _json(server: Server, method: str, path: str, body: Any = None,
+          headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    raw = None if body is None else body if isinstance(body, str) else json.dumps(body)
+    status, data = _request(server, method, path, raw,
+                            {"Content-Type": "application/json", **(headers or {})})
+    return status, json.loads(data) if data else None
+
+
+def _openai(server: Server, api_key: str = "anything") -> Any:
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{server.url}/v1", api_key=api_key, timeout=600, max_retries=0)
+
+
+def _chat_log(home: Path) -> Path:
+    return home / "state" / "sidecars" / "smollm2-135m.log"
+
+
+# -- the folders, the bundle and the server, once for the module -----------------------------
+
+
+@pytest.fixture(scope="module")
+def served_home(session_home: Path, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[Path]:
+    """A HYDRA_RAG_HOME of this module's own (it gets a bundle), sharing the installed models;
+    its sidecars are stopped after."""
+    home = tmp_path_factory.mktemp("serve-home")
+    (home / "data").mkdir()
+    (home / "data" / "models").symlink_to((session_home / "data" / "models").resolve())
+    yield home
+    run_cli("sidecars", "stop", "--all", env={"HYDRA_RAG_HOME": str(home)})
+
+
+@pytest.fixture(scope="module")
+def folders(served_home: Path, tmp_path_factory: pytest.TempPathFactory
+            ) -> dict[str, Path]:
+    """Two indexed folders — `garden` (tomatoes, an auth module, a .env, a link out of the
+    folder) and `desert` (cacti) — and a bundle retrieving from `garden` only."""
+    base = tmp_path_factory.mktemp("serve-folders")
+    outside = write_tree(base / "outside", {"secret.md": "# Private\n\nOUTSIDE_SECRET_42\n"})
+    garden = write_tree(base / "garden", {
+        "docs/gardening.md": (
+            "# Growing tomatoes\n\n"
+            "Tomatoes need full sun, at least six hours a day, and deep watering twice a week.\n"
+            "Stake the plants early so that the stems do not break under the weight of fruit.\n"
+        ),
+        "src/auth.py": (
+            '"""Request authentication."""\n\n'
+            "API_HEADER = 'X-Api-Key'\n\n\n"
+            "def check_token(request):\n"
+            "    \"\"\"Reject requests whose API key header is missing or wrong.\"\"\"\n"
+            "    key = request.headers.get(API_HEADER)\n"
+            "    if key is None or key not in VALID_KEYS:\n"
+            "        raise PermissionError('invalid api key')\n"
+            "    return True\n"
+        ),
+        "README.md": "# Demo garden\n\nA tiny folder used by the hydra-rag serve tests.\n",
+        ".env": "SECRET_TOKEN=abc123\n",
+    })
+    (garden / "docs" / "leak.md").symlink_to(outside / "secret.md")
+    desert = write_tree(base / "desert", {
+        "docs/cactus.md": (
+            "# Caring for a cactus\n\n"
+            "Water a cactus only once a month in winter, and let the soil dry out completely "
+            "between waterings.\n"
+        ),
+    })
+    env = {"HYDRA_RAG_HOME": str(served_home)}
+    for folder in (garden, desert, outside):
+        proc = run_cli("index", str(folder), env=env)
+        assert proc.returncode == 0, proc.stderr
+    persona = base / "persona.md"
+    persona.write_text(PERSONA)
+    proc = run_cli("create", "smollm2-135m", str(persona), BUNDLE, "--rag-index", str(garden),
+                   env=env)
+    assert proc.returncode == 0, proc.stderr
+    return {"garden": garden, "desert": desert, "outside": outside}
+
+
+@pytest.fixture(scope="module")
+def server(served_home: Path, folders: dict[str, Path]) -> Iterator[Server]:
+    """`hydra-rag serve` over garden and desert (not `outside`, though it is indexed too)."""
+    srv = _start(served_home, "--path", str(folders["garden"]), "--path", str(folders["desert"]))
+    yield srv
+    _stop(srv)
+
+
+# -- OpenAI clients work unchanged ---------------------------------------------------------
+
+
+def test_openai_client_lists_models_and_bundles(server: Server) -> None:
+    models = {m.id: m for m in _openai(server).models.list()}
+    assert "smollm2-135m" in models and BUNDLE in models
+    assert models[BUNDLE].model_extra == {"hydra_bundle": True, "base": "smollm2-135m"}
+    assert models["smollm2-135m"].object == "model"
+
+
+def test_openai_client_completion_carries_sources(server: Server) -> None:
+    client = _openai(server)
+    reply = client.chat.completions.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": WATER}], max_tokens=16,
+        temperature=0)
+    text = reply.choices[0].message.content
+    assert reply.object == "chat.completion" and reply.model == "smollm2-135m"
+    assert reply.choices[0].message.role == "assistant"
+    sources = reply.model_extra["sources"]
+    assert sources[0]["path"] == "docs/gardening.md"
+    # Clients that show only the text still see where the answer came from.
+    assert "\n\nSources:\n[1] garden:docs/gardening.md:1-4" in text
+    assert reply.usage is not None and reply.usage.prompt_tokens > 0
+    assert 0 < reply.usage.completion_tokens <= 16
+    assert reply.model_extra["verdict"] in ("ok", "problems")
+
+    raw = client.chat.completions.with_raw_response.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": WATER}], max_tokens=4)
+    assert raw.http_response.headers["content-type"] == "application/json"
+    assert raw.http_response.json()["sources"][0]["path"] == "docs/gardening.md"
+
+
+def test_openai_client_streams(server: Server) -> None:
+    stream = _openai(server).chat.completions.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": WATER}], max_tokens=16,
+        temperature=0, stream=True)
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert {c.id for c in chunks} == {chunks[0].id} and chunks[0].id.startswith("chatcmpl-")
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    pieces = [c.choices[0].delta.content or "" for c in chunks]
+    text = "".join(pieces)
+    assert len([p for p in pieces if p]) >= 3  # token by token, not one block at the end
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop"
+    sources = last.model_extra["sources"]
+    assert sources[0]["path"] == "docs/gardening.md"
+    assert text.endswith("\n\nSources:\n" + "\n".join(
+        f"[{s['n']}] {s['store_name']}:{s['path']}:{s['line_start']}-{s['line_end']}"
+        for s in sources))
+    assert last.usage is not None and 0 < last.usage.completion_tokens <= 16
+
+
+def _sources(reply: Any) -> list[tuple[str, str]]:
+    return [(Path(s["store"]).name, s["path"]) for s in reply.model_extra["sources"]]
+
+
+def test_a_bundle_or_rag_chooses_the_folders(server: Server, folders: dict[str, Path]
+                                             ) -> None:
+    client = _openai(server)
+    question = [{"role": "user", "content": "How often should I water my plants?"}]
+
+    def ask(model: str, **extra: Any) -> Any:
+        return client.chat.completions.create(model=model, messages=question, max_tokens=4,
+                                              **({"extra_body": extra} if extra else {}))
+
+    everywhere = _sources(ask("smollm2-135m"))
+    assert ("garden", "docs/gardening.md") in everywhere
+    assert ("desert", "docs/cactus.md") in everywhere
+    # The bundle retrieves from its own folder only, as `chat ALIAS` does.
+    bundle = ask(BUNDLE)
+    assert bundle.model == BUNDLE
+    assert _sources(bundle) == [("garden", "docs/gardening.md")]
+    # A plain model with `rag` retrieves from that folder only, named by path or short name.
+    assert _sources(ask("smollm2-135m", rag=[str(folders["desert"])])) == [
+        ("desert", "docs/cactus.md")]
+    assert _sources(ask("smollm2-135m", rag=["desert"])) == [("desert", "docs/cactus.md")]
+
+
+def test_rag_cannot_widen_the_scope(server: Server, folders: dict[str, Path]) -> None:
+    from openai import BadRequestError
+
+    client = _openai(server)
+    with pytest.raises(BadRequestError) as refused:
+        client.chat.completions.create(
+            model="smollm2-135m", messages=[{"role": "user", "content": WATER}], max_tokens=4,
+            extra_body={"rag": [str(folders["outside"])]})
+    assert refused.value.status_code == 400
+    assert "is not a folder of this server's scope" in refused.value.body["message"]
+    with pytest.raises(BadRequestError) as bundle:
+        client.chat.completions.create(
+            model=BUNDLE, messages=[{"role": "user", "content": WATER}], max_tokens=4,
+            extra_body={"rag": ["desert"]})
+    assert "is a bundle with folders of its own" in bundle.value.body["message"]
+
+
+def test_history_comes_from_the_messages(server: Server) -> None:
+    client = _openai(server)
+    follow_up = {"role": "user", "content": "Why?"}
+
+    def ask(messages: list[dict[str, str]]) -> Any:
+        return client.chat.completions.create(model="smollm2-135m", messages=messages,
+                                              max_tokens=4, temperature=0)
+
+    alone = ask([follow_up])
+    # Asked alone, "Why?" bears on nothing in the folders: no answer from them.
+    assert alone.model_extra["no_context"] is True and alone.model_extra["sources"] == []
+    short = "Twice a week, deeply [1]."
+    history = [{"role": "user", "content": WATER}, {"role": "assistant", "content": short},
+               follow_up]
+    both = ask(history)
+    # With the turn before it, the follow-up is searched with that question...
+    assert both.model_extra["no_context"] is False
+    assert ("garden", "docs/gardening.md") in _sources(both)
+    # ...and the earlier turn is in the prompt: a longer earlier answer, a longer prompt.
+    longer = ask([history[0], {"role": "assistant", "content": short + " Deep watering "
+                               "reaches the roots, which grow down rather than sideways."},
+                  follow_up])
+    assert _sources(longer) == _sources(both)
+    assert longer.usage.prompt_tokens > both.usage.prompt_tokens
+    # Two user messages in a row are one question of both.
+    joined = ask([{"role": "user", "content": WATER}, follow_up])
+    assert joined.model_extra["no_context"] is False
+    assert ("garden", "docs/gardening.md") in _sources(joined)
+
+
+# -- MCP over streamable HTTP and /api ----------------------------------------------------
+
+
+def test_mcp_over_http(server: Server) -> None:
+    from mcp import Client
+
+    async def main(url: str) -> tuple[Any, Any, Any]:
+        async with Client(url, read_timeout_seconds=300) as client:
+            tools = await client.list_tools()
+            found = await client.call_tool("search", {"query": "invalid api key", "k": 3})
+            lines = await client.call_tool("get", {"path": "src/auth.py", "line_start": 6,
+                                                   "line_end": 6})
+            return tools, found, lines
+
+    tools, found, lines = anyio.run(main, f"{server.url}/mcp")
+    assert {t.name for t in tools.tools} == {"search", "get", "ask", "stores"}
+    assert not found.is_error
+    top = found.structured_content["results"][0]
+    assert top["path"] == "src/auth.py" and top["store_name"] == "garden"
+    assert lines.structured_content["text"] == "def check_token(request):"
+
+
+def test_api_search_is_search_json(server: Server, folders: dict[str, Path],
+                                   served_home: Path) -> None:
+    query = "how often to water tomatoes"
+    status, doc = _json(server, "GET", "/api/search?q=how+often+to+water+tomatoes&k=3")
+    assert status == 200
+    proc = run_cli("search", query, "-k", "3", "--json", "--path", str(folders["garden"]),
+                   "--path", str(folders["desert"]), env={"HYDRA_RAG_HOME": str(served_home)})
+    assert proc.returncode == 0, proc.stderr
+    cli = json.loads(proc.stdout)
+    keys = ("rank", "path", "store", "line_start", "line_end")
+    assert [tuple(r[k] for k in keys) for r in doc["results"]] == [
+        tuple(r[k] for k in keys) for r in cli["results"]]
+    assert doc["results"] == cli["results"]  # the very same objects, scores and all
+    assert doc["results"][0]["path"] == "docs/gardening.md" and len(doc["results"]) == 3
+
+    status, narrowed = _json(server, "GET", "/api/search?q=water&k=5&path=desert")
+    assert status == 200 and {r["store_name"] for r in narrowed["results"]} == {"desert"}
+    for bad, message in (("q=", "the query is empty"), ("q=x&k=0", "k must be from 1 to 50"),
+                         ("q=x&k=two", "k must be a number"),
+                         ("q=x&mode=magic", "mode must be one of"),
+                         (f"q=x&path={folders['outside']}", "not a folder of this server")):
+        status, err = _json(server, "GET", f"/api/search?{bad}")
+        assert status == 400 and message in err["error"]["message"], (bad, err)
+        assert err["error"]["type"] == "invalid_request_error"
+
+
+def test_api_get_and_stores(server: Server, folders: dict[str, Path]) -> None:
+    status, doc = _json(server, "GET", "/api/get?path=docs/gardening.md&start=3&end=3")
+    assert status == 200
+    assert doc["text"] == ("Tomatoes need full sun, at least six hours a day, and deep watering "
+                           "twice a week.")
+    assert (doc["store_name"], doc["line_start"], doc["line_end"], doc["total_lines"]) == (
+        "garden", 3, 3, 4)
+    status, doc = _json(server, "GET", "/api/stores")
+    assert status == 200
+    assert [(s["name"], s["path"]) for s in doc["stores"]] == [
+        ("garden", str(folders["garden"])), ("desert", str(folders["desert"]))]
+
+
+# -- safe by default -----------------------------------------------------------------------
+
+
+def test_a_foreign_origin_is_refused(server: Server) -> None:
+    evil = {"Origin": "http://evil.example"}
+    chat = {"model": "smollm2-135m", "max_tokens": 2,
+            "messages": [{"role": "user", "content": WATER}]}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}
+    mcp = {"Accept": "application/json, text/event-stream"}
+    for method, path, body, extra in (
+            ("GET", "/api/search?q=tomatoes", None, {}),
+            ("GET", "/api/get?path=docs/gardening.md", None, {}),
+            ("GET", "/v1/models", None, {}),
+            ("POST", "/v1/chat/completions", chat, {}),
+            ("POST", "/mcp", initialize, mcp)):
+        status, doc = _json(server, method, path, body, {**evil, **extra})
+        assert status == 403, (path, status, doc)
+        assert doc["error"]["message"] == ("requests from the web page at http://evil.example "
+                                           "are refused")
+        # The server's own page (same origin) and tools without a page (no Origin) get in.
+        status, _ = _request(server, method, path, body and json.dumps(body), {
+            "Content-Type": "application/json", **extra,
+            **({"Origin": server.url} if method == "GET" else {})})
+        assert status == 200, (path, status)
+    # Another port of this machine is another origin too.
+    status, _ = _json(server, "GET", "/api/search?q=tomatoes",
+                      headers={"Origin": "http://127.0.0.1:1"})
+    assert status == 403
+
+
+def test_a_foreign_host_is_refused(server: Server) -> None:
+    """DNS rebinding: a page of evil.example whose name now points at 127.0.0.1 sends its own
+    name as Host (and no Origin, being same-origin in the browser's eyes)."""
+    for method, path in (("GET", "/api/search?q=tomatoes"), ("GET", "/v1/models"),
+                         ("GET", "/"), ("POST", "/mcp"), ("POST", "/v1/chat/completions")):
+        status, doc = _json(server, method, path, {} if method == "POST" else None,
+                            {"Host": f"evil.example:{server.port}"})
+        assert status == 421, (path, status)
+        assert "unknown Host 'evil.example:" in doc["error"]["message"]
+    for host in (f"localhost:{server.port}", f"127.0.0.1:{server.port}"):
+        status, _ = _json(server, "GET", "/v1/models", headers={"Host": host})
+        assert status == 200
+
+
+def test_path_escapes_through_get_are_refused(server: Server, folders: dict[str, Path]
+                                              ) -> None:
+    garden, outside = folders["garden"], folders["outside"]
+    secret = "OUTSIDE_SECRET_42"
+    for path, message in (
+            ("../outside/secret.md", "`..` is not allowed here"),
+            ("docs/../../outside/secret.md", "`..` is not allowed here"),
+            ("%2e%2e/outside/secret.md", "`..` is not allowed here"),
+            ("/etc/passwd", "/etc/passwd is not in an indexed folder"),
+            (str(outside / "secret.md"), "is not in the folders searched here"),
+            ("outside:secret.md", "no such file"),
+            # a link out of the folder, into an indexed folder outside the scope
+            ("docs/leak.md", "is not in the folders searched here"),
+            (str(garden / "docs" / "leak.md"), "is not in the folders searched here"),
+            (".env", ".env is not in the index of"),
+            (".hydra-index/files.json", ".hydra-index/files.json is not in the index of"),
+            ("garden:.env", ".env is not in the index of")):
+        status, raw = _request(server, "GET", f"/api/get?path={path}")
+        doc = json.loads(raw)
+        assert status == 422, (path, status, doc)
+        assert message in doc["error"]["message"], (path, doc)
+        assert set(doc) == {"error"}
+        for leaked in (secret, "abc123", "root:", '"files"'):
+            assert leaked not in raw.decode(), (path, raw)
+    # Search never shows what get refuses: the link and the .env are not indexed.
+    for query, leaked in ((secret, secret), ("SECRET_TOKEN", "abc123")):
+        status, doc = _json(server, "GET", f"/api/search?q={query}&k=10")
+        assert status == 200 and doc["results"]
+        assert leaked not in json.dumps(doc["results"])
+        assert "docs/leak.md" not in {r["path"] for r in doc["results"]}
+
+
+def _post_big(server: Server, path: str, size: int, chunked: bool) -> bytes:
+    """POST a JSON body of about `size` bytes, whose messages are one long string (Content-Length,
+    or chunked without one), and return the response head and body, read as soon as the server
+    answers (it need not read the whole body first)."""
+    body = b'{"messages":"' + b"a" * size + b'"}'
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=120)
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            + ("Transfer-Encoding: chunked\r\n\r\n" if chunked
+               else f"Content-Length: {len(body)}\r\n\r\n"))
+    try:
+        sock.sendall(head.encode())
+        try:
+            for i in range(0, len(body), 1 << 16):
+                part = body[i:i + (1 << 16)]
+                sock.sendall(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part)
+                if select.select([sock], [], [], 0)[0]:
+                    break  # the server has answered before the end of the body
+            else:
+                if chunked:
+                    sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it stopped reading: its answer is waiting
+        got = b""
+        try:
+            while b"\r\n\r\n" not in got or len(got) < got.index(b"\r\n\r\n") + 60:
+                part = sock.recv(65536)
+                if not part:
+                    break
+                got += part
+        except ConnectionResetError:
+            pass  # closed on a body it did not read: what it said before is all there is
+        return got
+    finally:
+        sock.close()
+
+
+def test_oversize_bodies_are_refused(server: Server) -> None:
+    for chunked in (False, True):
+        answer = _post_big(server, "/v1/chat/completions", 2 << 20, chunked)
+        assert answer.startswith(b"HTTP/1.1 413 "), (chunked, answer[:200])
+        assert b'"the body is over 1048576 bytes"' in answer
+    # MCP refuses a body announced as too long before reading it.
+    assert _post_big(server, "/mcp", 2 << 20, chunked=False).startswith(b"HTTP/1.1 413 ")
+    # A body just under the limit is read whole, and refused only for what it says.
+    for chunked in (False, True):
+        answer = _post_big(server, "/v1/chat/completions", (1 << 20) - 100, chunked)
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+        assert b"messages must be a list of 1 to 200 messages" in answer
+
+
+def test_malformed_requests_get_openai_errors(server: Server) -> None:
+    from openai import BadRequestError
+
+    for body, message in (
+            ("{not json", "the body is not JSON"),
+            ("[]", "the body must be a JSON object"),
+            ({"model": "smollm2-135m"}, "messages must be a list of 1 to 200 messages"),
+            ({"messages": []}, "messages must be a list of 1 to 200 messages"),
+            ({"messages": [{"role": "user", "content": "x"}] * 201}, "1 to 200 messages"),
+            ({"messages": ["hello"]}, "each message needs a role"),
+            ({"messages": [{"role": "tool", "content": "x"}]}, "each message needs a role"),
+            ({"messages": [{"role": "user", "content": 42}]}, "content must be text"),
+            ({"messages": [{"role": "user", "content": "x"},
+                           {"role": "assistant", "content": "y"}]},
+             "the last message must be the user's question"),
+            ({"messages": [{"role": "user", "content": "  "}]}, "the last message must be"),
+            ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "ten"},
+             "max_tokens must be a number"),
+            ({"messages": [{"role": "user", "content": "x"}], "temperature": True},
+             "temperature must be a number"),
+            ({"messages": [{"role": "user", "content": "x"}], "rag": "garden"},
+             "rag must be a list"),
+            ({"messages": [{"role": "user", "content": "x"}], "model": 3},
+             "model must be a string"),
+            ({"messages": [{"role": "user", "content": "x"}], "session": "../etc"},
+             "session must be a name")):
+        status, doc = _json(server, "POST", "/v1/chat/completions", body)
+        assert status == 400, (body, status, doc)
+        assert doc == {"error": {"message": doc["error"]["message"],
+                                 "type": "invalid_request_error"}}
+        assert message in doc["error"]["message"], (body, doc)
+    with pytest.raises(BadRequestError) as refused:  # as the openai client sees it
+        _openai(server).chat.completions.create(
+            model="smollm2-135m", messages=[{"role": "tool", "content": "x",
+                                             "tool_call_id": "1"}])
+    assert refused.value.status_code == 400
+    assert refused.value.body == {"message": "each message needs a role: system, user or "
+                                  "assistant", "type": "invalid_request_error"}
+
+
+def test_token(served_home: Path, folders: dict[str, Path]) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from openai import AuthenticationError
+
+    srv = _start(served_home, "--path", str(folders["garden"]), "--token", "T0ken")
+    try:
+        chat = json.dumps({"model": "smollm2-135m", "max_tokens": 2,
+                           "messages": [{"role": "user", "content": WATER}]})
+        routes = [("GET", "/api/search?q=tomatoes", None), ("GET", "/api/get?path=README.md",
+                                                            None),
+                  ("GET", "/api/stores", None), ("GET", "/api/sessions", None),
+                  ("GET", "/v1/models", None), ("POST", "/v1/chat/completions", chat),
+                  ("POST", "/mcp", "{}"), ("GET", "/no/such/route", None)]
+        for method, path, body in routes:
+            for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "T0ken"},
+                         {"Authorization": "Bearer T0ken2"}, {"Authorization": "Basic T0ken"}):
+                status, raw = _request(srv, method, path, body,
+                                       {"Content-Type": "application/json", **auth})
+                assert status == 401, (path, auth, status)
+                assert json.loads(raw)["error"]["message"] == (
+                    "missing or wrong token: send Authorization: Bearer <token>")
+        ok = {"Authorization": "Bearer T0ken"}
+        for method, path, body in routes[:6]:
+            status, raw = _request(srv, method, path, body,
+                                   {"Content-Type": "application/json", **ok})
+            assert status == 200, (path, status, raw[:300])
+        # The page itself loads without the token (it asks for it); not its data.
+        assert _request(srv, "GET", "/")[0] == 200
+        # A foreign page that somehow holds the token is still refused.
+        assert _request(srv, "GET", "/v1/models", None,
+                        {**ok, "Origin": "http://evil.example"})[0] == 403
+
+        client = _openai(srv, api_key="T0ken")
+        assert "smollm2-135m" in {m.id for m in client.models.list()}
+        reply = client.chat.completions.create(
+            model="smollm2-135m", messages=[{"role": "user", "content": WATER}], max_tokens=4)
+        assert reply.model_extra["sources"][0]["path"] == "docs/gardening.md"
+        with pytest.raises(AuthenticationError):
+            _openai(srv, api_key="wrong").models.list()
+
+        async def tools() -> set[str]:
+            http = create_mcp_http_client(headers=ok)
+            async with http, Client(streamable_http_client(f"{srv.url}/mcp",
+                                                           http_client=http)) as mcp:
+                return {t.name for t in (await mcp.list_tools()).tools}
+
+        assert anyio.run(tools) == {"search", "get", "ask", "stores"}
+    finally:
+        _stop(srv)
+
+
+def test_the_network_needs_a_token(served_home: Path, folders: dict[str, Path]) -> None:
+    for host in ("0.0.0.0", "192.0.2.1", "::"):
+        proc = run_cli("serve", "--host", host, "--port", str(_free_port()), "--path",
+                       str(folders["garden"]), env={"HYDRA_RAG_HOME": str(served_home)},
+                       timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr == (f"error: --host {host} opens the server to the network: give "
+                               "--token (a secret clients send as Authorization: Bearer "
+                               "TOKEN)\n")
+        assert proc.stdout == ""
+
+
+# -- several clients at once ----------------------------------------------------------------
+
+
+def test_sixteen_searches_at_once(server: Server) -> None:
+    queries = ["how often to water tomatoes", "invalid api key", "cactus in winter",
+               "stake the plants"]
+
+    def search(q: str) -> tuple[int, list[tuple[Any, ...]]]:
+        status, doc = _json(server, "GET", "/api/search?" + urlencode({"q": q, "k": 3}))
+        return status, [(r["rank"], r["path"], r["line_start"], r["line_end"])
+                        for r in (doc or {}).get("results", [])]
+
+    alone = {q: search(q) for q in queries}
+    assert all(status == 200 and hits for status, hits in alone.values())
+    with ThreadPoolExecutor(16) as pool:
+        together = list(pool.map(search, [queries[i % 4] for i in range(16)]))
+    assert together == [alone[queries[i % 4]] for i in range(16)]
+
+
+def _stream_events(server: Server, body: dict[str, Any], events: list[tuple[float, str]],
+                   stop_after: int | None = None) -> None:
+    """POST a streaming completion and note (time, data) of each server-sent event."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+    try:
+        conn.request("POST", "/v1/chat/completions", json.dumps({**body, "stream": True}),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        for line in resp:
+            if line.startswith(b"data: "):
+                events.append((time.monotonic(), line[6:].decode().strip()))
+                if stop_after is not None and len(events) >= stop_after:
+                    return
+    finally:
+        conn.close()
+
+
+def _text(events: list[tuple[float, str]]) -> str:
+    return "".join(json.loads(d)["choices"][0]["delta"].get("content") or ""
+                   for _, d in events if d != "[DONE]")
+
+
+def test_two_chats_at_once_take_turns(server: Server) -> None:
+    body = {"model": "smollm2-135m", "max_tokens": 24, "temperature": 0,
+            "messages": [{"role": "user", "content": WATER}]}
+    first: list[tuple[float, str]] = []
+    second: list[tuple[float, str]] = []
+    a = threading.Thread(target=_stream_events, args=(server, body, first))
+    a.start()
+    while a.is_alive() and not _text(first):
+        time.sleep(0.05)
+    assert _text(first), "the first answer ended before its first token"
+    b = threading.Thread(target=_stream_events, args=(server, body, second))
+    b.start()  # arrives while the first is generating
+    a.join()
+    b.join()
+    assert first[-1][1] == "[DONE]" and second[-1][1] == "[DONE]"
+    # The second turn began (its first event) only after the first one had finished.
+    assert second[0][0] >= first[-1][0]
+    assert "Sources:" in _text(first) and "Sources:" in _text(second)
+
+    # Not streamed: both answered, whole.
+    client = _openai(server)
+    with ThreadPoolExecutor(2) as pool:
+        replies = list(pool.map(lambda _i: client.chat.completions.create(
+            model="smollm2-135m", messages=[{"role": "user", "content": WATER}], max_tokens=8),
+            range(2)))
+    for reply in replies:
+        assert reply.model_extra["sources"][0]["path"] == "docs/gardening.md"
+        assert reply.usage.completion_tokens > 0
+
+
+def _runs(log: str) -> list[int]:
+    """Tokens generated by each finished generation in a llama.cpp sidecar log."""
+    return [int(n) for n in re.findall(r"^llama_perf_context_print:\s+eval time =.*/\s*(\d+) "
+                                       r"runs", log, re.M)]
+
+
+def _since(log: Path, offset: int) -> str:
+    return log.read_bytes()[offset:].decode(errors="replace")
+
+
+def test_a_disconnect_stops_the_generation(server: Server, served_home: Path) -> None:
+    log = _chat_log(served_home)
+    short = {"model": "smollm2-135m", "max_tokens": 4, "temperature": 0,
+             "messages": [{"role": "user", "content": WATER}]}
+    assert _json(server, "POST", "/v1/chat/completions", short)[0] == 200  # the sidecar is up
+    seen = log.stat().st_size
+    events: list[tuple[float, str]] = []
+    _stream_events(server, {"model": "smollm2-135m", "max_tokens": 1500, "temperature": 0,
+                            "messages": [{"role": "user", "content": LONG}]}, events,
+                   stop_after=8)  # then the connection is closed
+    assert len(events) == 8 and all(d != "[DONE]" for _, d in events)
+    assert "Llama.generate" in _since(log, seen)  # the long answer was being generated
+    # The next turn is answered after the long one stopped, not after 1,500 tokens of it: the
+    # sidecar generates one answer at a time and logs each one that runs to its end.
+    status, doc = _json(server, "POST", "/v1/chat/completions", short)
+    assert status == 200 and doc["sources"][0]["path"] == "docs/gardening.md"
+    runs = _runs(_since(log, seen))
+    assert runs and max(runs) < 100, _since(log, seen)[-3000:]
