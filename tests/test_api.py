@@ -1,0 +1,55 @@
+"""The library API that the CLI, the MCP server and the HTTP server all call, used directly:
+a Scope of folders, search, get, ask, stores, bundles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from hydra_rag import api
+from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.serve.scope import Scope
+
+
+@pytest.fixture
+def scope(home: Path, corpus: Path) -> Scope:
+    assert run_cli("index", str(corpus), "--tag", "api-test").returncode == 0
+    s = Scope([corpus])
+    yield s
+    s.close()
+
+
+def test_search_get_stores(scope: Scope, corpus: Path) -> None:
+    found = scope.search("invalid api key", k=3)
+    assert found["results"][0]["path"] == "src/auth.py" and found["warnings"] == []
+    assert found["results"][0]["store_name"] == corpus.name
+    # the pool hands out the same warm searcher; many calls in a row stay consistent
+    assert [r["path"] for r in scope.search("invalid api key", k=3)["results"]] == [
+        r["path"] for r in found["results"]]
+    assert scope.search("tomatoes", tag="api-test")["results"]
+    lines = scope.get("docs/gardening.md", 1, 1)
+    assert lines["text"] == "# Growing tomatoes" and lines["total_lines"] == 4
+    assert scope.get(f"{corpus.name}:docs/gardening.md", 1, 1)["text"] == "# Growing tomatoes"
+    assert scope.stores()[0]["path"] == str(corpus)
+    with pytest.raises(UsageError, match="not a folder of this server's scope"):
+        scope.search("x", paths=["/etc"])
+    with pytest.raises(UsageError, match="no folder of this server's scope has the tag"):
+        scope.search("x", tag="nope")
+    with pytest.raises(HydraError, match="not allowed"):
+        scope.get("../corpus/src/auth.py")
+    for bad in ({"query": " "}, {"query": "x", "k": 0}, {"query": "x", "mode": "fuzzy"}):
+        with pytest.raises(UsageError):
+            scope.search(**bad)  # type: ignore[arg-type]
+
+
+def test_ask_and_folders(scope: Scope, corpus: Path) -> None:
+    got = scope.ask("How often should tomatoes be watered?", k=3)
+    assert got["sources"][0]["path"] == "docs/gardening.md"
+    assert got["verdict"] in ("ok", "problems")
+    assert scope.ask("What is the capital of Mongolia?")["verdict"] == "no context"
+    roots, federated = api.folders([corpus / "src"])
+    assert roots == [corpus] and not federated
+    with pytest.raises(UsageError):
+        api.folders([corpus], all_=True)
