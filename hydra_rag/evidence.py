@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -38,11 +39,18 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 STEM_CHARS = 7  # of a stem, so that inflections Snowball's English rules miss still meet
 
 
-@cache
-def _stemmer() -> Any:
-    import snowballstemmer
+_local = threading.local()
 
-    return snowballstemmer.stemmer("english")
+
+def _stemmer() -> Any:
+    """This thread's Snowball stemmer: one shared by threads (a server's searches) is not safe,
+    it keeps the word being stemmed in itself."""
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = _local.stemmer = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 @cache

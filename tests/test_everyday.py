@@ -322,3 +322,28 @@ def test_names_typos_and_usage(isolated_home: Path, tmp_path: Path) -> None:
     bad.write_text("---\ntemperature: 0.2\ntop_p: : 3\n---\nBe brief.\n")
     proc = run_cli("create", "smollm2-135m", str(bad), "bad")
     assert proc.returncode == 1 and "line 3" in proc.stderr, proc.stderr
+
+
+def test_stems_are_right_from_many_threads() -> None:
+    # A server searches from several threads; Snowball's stemmer keeps its word in itself.
+    import threading
+
+    from hydra_rag.evidence import _stem
+
+    words = [f"tomat{i}oes" for i in range(3000)]
+    wrong: list[str] = []
+
+    def run(offset: int) -> None:
+        try:
+            for w in words[offset:] + words[:offset]:
+                if _stem.__wrapped__(w) != _stem.__wrapped__(w):  # type: ignore[attr-defined]
+                    wrong.append(w)
+        except Exception as exc:  # noqa: BLE001 (what the shared stemmer raised)
+            wrong.append(repr(exc))
+
+    threads = [threading.Thread(target=run, args=(i * 150,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
