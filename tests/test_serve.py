@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
 import re
 import select
 import socket
@@ -630,6 +631,35 @@ def test_sixteen_searches_at_once(server: Server) -> None:
     with ThreadPoolExecutor(16) as pool:
         together = list(pool.map(search, [queries[i % 4] for i in range(16)]))
     assert together == [alone[queries[i % 4]] for i in range(16)]
+
+
+def test_sixteen_searches_at_once_on_a_cold_server(served_home: Path, tmp_path: Path) -> None:
+    """A server that has just started meets every word of its hits for the first time: its
+    concurrent searches stem words side by side (a shared stemmer failed them with 500)."""
+    rng = random.Random(5)
+    endings = ("ing", "ation", "ness", "ments", "ed", "ies", "ational", "fulness", "ously")
+
+    def word() -> str:
+        return "".join(rng.choice("abcdefghijklmnoprstuvw") for _ in range(rng.randint(4, 10))) \
+            + rng.choice(endings)
+
+    files = {f"notes/n{i}.md": "\n".join(" ".join(word() for _ in range(10)) for _ in range(12))
+             + "\n" for i in range(48)}
+    folder = write_tree(tmp_path / "words", files)
+    proc = run_cli("index", str(folder), env={"HYDRA_RAG_HOME": str(served_home)})
+    assert proc.returncode == 0, proc.stderr
+    srv = _start(served_home, "--path", str(folder))
+    try:
+        def search(text: str) -> tuple[int, str]:
+            status, doc = _json(srv, "GET", "/api/search?" + urlencode(
+                {"q": " ".join(text.split()[:4]), "k": 10}))
+            return status, doc["results"][0]["path"] if status == 200 else ""
+
+        with ThreadPoolExecutor(16) as pool:
+            got = list(pool.map(search, files.values()))
+        assert got == [(200, path) for path in files], srv.output()[-2000:]
+    finally:
+        _stop(srv)
 
 
 def _stream_events(server: Server, body: dict[str, Any], events: list[tuple[float, str]],
