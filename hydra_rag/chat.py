@@ -136,6 +136,7 @@ class TurnResult:
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
     multi: bool = False  # the chat spans several folders: sources name theirs
+    finish: str = ""  # the model's finish_reason: "stop", or "length" when cut at max_tokens
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -267,7 +268,8 @@ class Chat:
         usage = {"prompt_tokens": prompt.tokens,
                  "completion_tokens": self.count(answer) - 1 if answer else 0}
         result = TurnResult(question, answer, prompt.sources, cites, retrieval, usage, prompt,
-                            interrupted=interrupted, multi=len(self.roots) > 1)
+                            interrupted=interrupted, multi=len(self.roots) > 1,
+                            finish=finish)
         result.notes += self.warnings  # folders skipped, a folder being rebuilt
         if prompt.dropped_sources or prompt.dropped_turns:
             result.notes.append(f"to fit the model's context, {prompt.dropped_sources} passage(s) "

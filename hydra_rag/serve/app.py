@@ -25,7 +25,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp, Receive, Send
+from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from hydra_rag.errors import HydraError, UsageError
@@ -45,8 +45,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def allowed_hosts(host: str, port: int) -> set[str]:
-    """Host header values this server answers to: its own names, with and without the port."""
+def allowed_hosts(host: str, port: int) -> set[str] | None:
+    """Host header values this server answers to: its own names, with and without the port.
+    None on a wildcard address (0.0.0.0, ::): clients name the machine as they reached it,
+    and the token, which a rebinding page does not have, keeps strangers out."""
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_unspecified:
+            return None
+    except ValueError:
+        pass
     names = {host, *LOOPBACK} if is_loopback(host) else {host}
     out = set()
     for name in names:
@@ -58,7 +65,7 @@ def allowed_hosts(host: str, port: int) -> set[str]:
 class Guard:
     """Host, Origin and token checks and a body limit, before any route (MCP included)."""
 
-    def __init__(self, app: ASGIApp, hosts: set[str], token: str | None) -> None:
+    def __init__(self, app: ASGIApp, hosts: set[str] | None, token: str | None) -> None:
         self.app, self.hosts, self.token = app, hosts, token
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
@@ -75,16 +82,22 @@ class Guard:
         if int(headers.get("content-length") or 0) > MAX_BODY:
             await _too_large(scope, receive, send)
             return
-        await self.app(scope, _bounded(receive), send)
+        # Read whole before any route (MCP's too), so that none meets an oversize body midway.
+        body, after = await _read_body(receive)
+        if body is None:
+            await _too_large(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, after, receive), send)
 
     def _problem(self, scope: AsgiScope, headers: dict[str, str]) -> tuple[int, str] | None:
         host = headers.get("host", "")
-        if host not in self.hosts:
+        if self.hosts is not None and host not in self.hosts:
             return 421, f"unknown Host {host!r}: this server answers to {sorted(self.hosts)[0]}"
         origin = headers.get("origin")
-        if origin and origin != "null":
+        # "null" is a sandboxed frame or a data: page of any site: foreign like the site.
+        if origin:
             netloc = origin.split("://", 1)[-1].rstrip("/")
-            if netloc not in self.hosts:
+            if netloc != host and (self.hosts is None or netloc not in self.hosts):
                 return 403, f"requests from the web page at {origin} are refused"
         if self.token is not None and not _public(scope["path"]):
             given = headers.get("authorization", "")
@@ -98,24 +111,31 @@ def _public(path: str) -> bool:
     return path in ("/", "/favicon.ico")
 
 
-def _bounded(receive: Receive) -> Receive:
-    """A body longer than MAX_BODY (sent without Content-Length) is cut off with 413."""
-    seen = 0
-
-    async def wrapped() -> Any:
-        nonlocal seen
+async def _read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:
+    """The request's body (None past MAX_BODY, sent without Content-Length) and any message
+    that came after it (a disconnect)."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
         message = await receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > MAX_BODY:
-                raise _TooLarge()
-        return message
+        if message["type"] != "http.request":
+            return b"".join(parts), [message]
+        parts.append(message.get("body", b""))
+        size += len(parts[-1])
+        if size > MAX_BODY:
+            return None, []
+        if not message.get("more_body", False):
+            return b"".join(parts), []
 
-    return wrapped
 
+def _replay(body: bytes, after: list[Message], receive: Receive) -> Receive:
+    """`receive` for the app: the body read, then what follows it."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}, *after]
 
-class _TooLarge(Exception):
-    pass
+    async def replayed() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
 
 
 async def _too_large(scope: AsgiScope, receive: Receive, send: Send) -> None:
@@ -132,8 +152,6 @@ def _error(exc: Exception) -> JSONResponse:
 async def _json(request: Request) -> Any:
     try:
         return json.loads(await request.body())
-    except _TooLarge:
-        raise
     except ValueError as exc:
         raise UsageError(f"the body is not JSON: {exc}") from None
 
@@ -149,9 +167,11 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
     mcp_server = build_mcp(scope)
     mcp_app = mcp_server.streamable_http_app(
         streamable_http_path="/mcp", host=host,
+        # Guard checks Host and Origin first; on a wildcard address it alone can.
         transport_security=TransportSecuritySettings(
-            allowed_hosts=sorted(hosts),
-            allowed_origins=sorted(f"http://{h}" for h in hosts)))
+            enable_dns_rebinding_protection=hosts is not None,
+            allowed_hosts=sorted(hosts or ()),
+            allowed_origins=sorted(f"http://{h}" for h in hosts or ())))
     turns: dict[str, asyncio.Lock] = {}  # model → one turn at a time, in arrival order
 
     def guarded(handler: Any) -> Any:
@@ -159,9 +179,6 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
             try:
                 result: Response = await handler(request)
                 return result
-            except _TooLarge:
-                return JSONResponse({"error": {"message": f"the body is over {MAX_BODY} bytes",
-                                               "type": "too_large"}}, status_code=413)
             except (HydraError, ValueError) as exc:
                 return _error(exc)
         return run
@@ -204,8 +221,17 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
         if not req["stream"]:
             async with lock:
                 cancelled = threading.Event()
-                doc = await asyncio.to_thread(openai.answer, scope, req, lambda _t: None,
-                                              cancelled)
+                job = asyncio.ensure_future(asyncio.to_thread(
+                    openai.answer, scope, req, lambda _t: None, cancelled))
+                # Not streamed, the answer still stops when its client goes away.
+                while not job.done():
+                    await asyncio.wait({job}, timeout=0.5)
+                    if not job.done() and await request.is_disconnected():
+                        cancelled.set()
+                try:
+                    doc = await job
+                except openai.Cancelled:
+                    return Response(status_code=499)  # nobody reads it
             return JSONResponse(openai.completion(doc))
         return StreamingResponse(_stream(req, lock), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})

@@ -78,7 +78,10 @@ def parse(body: Any) -> dict[str, Any]:
                 raise UsageError(f"{key} must be a number")
             params[key] = body[key]
     if body.get("max_completion_tokens") is not None and "max_tokens" not in params:
-        params["max_tokens"] = int(body["max_completion_tokens"])
+        value = body["max_completion_tokens"]
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise UsageError("max_completion_tokens must be a number")
+        params["max_tokens"] = value
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise UsageError("model must be a string")
@@ -154,7 +157,7 @@ def completion(doc: dict[str, Any]) -> dict[str, Any]:
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
         "created": int(time.time()), "model": doc["model"],
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": "stop"}],
+                     "finish_reason": doc.get("finish_reason", "stop")}],
         "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
                   "completion_tokens": usage.get("completion_tokens", 0),
                   "total_tokens": usage.get("prompt_tokens", 0)
@@ -187,7 +190,7 @@ def last_chunks(cid: str, doc: dict[str, Any]) -> list[str]:
     if tail:
         out.append(chunk(cid, doc["model"], {"content": tail}))
     usage = doc.get("usage") or {}
-    out.append(chunk(cid, doc["model"], {}, "stop", {
+    out.append(chunk(cid, doc["model"], {}, doc.get("finish_reason", "stop"), {
         "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
                   "completion_tokens": usage.get("completion_tokens", 0),
                   "total_tokens": usage.get("prompt_tokens", 0)

@@ -205,6 +205,8 @@ def turn_json(result: Any) -> dict[str, Any]:
     problems = result.citations.problems()
     doc["verdict"] = "no context" if result.no_context else ("ok" if not problems else "problems")
     doc["problems"] = problems
+    # as OpenAI says it: "length" when cut at max_tokens (a client may ask for the rest)
+    doc["finish_reason"] = "length" if result.finish == "length" else "stop"
     return doc
 
 
