@@ -210,3 +210,15 @@ def store_rows() -> list[dict[str, Any]]:
                      "problem": problem})
     return rows
 
+
+def hit_json(rank: int, h: Any, query: str, names: dict[str, str]) -> dict[str, Any]:
+    """One hit as `search --json`, `/api/search` and the MCP `search` tool all show it."""
+    from hydra_rag.evidence import matching_lines, weak
+
+    return {"rank": rank, "path": h.path, "store": h.store, "store_name": names.get(h.store, ""),
+            "kind": h.kind, "line_start": h.line_start, "line_end": h.line_end,
+            "section": h.section, "score": round(h.score, 6), "text": h.text, "ranks": h.ranks,
+            **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {}),
+            # the lines shown as the reason it matched; weak: it does not bear on the query
+            "matches": [m.number for m in matching_lines(h.text, h.line_start, query)],
+            "weak": weak(h, query)}

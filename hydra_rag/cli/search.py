@@ -24,18 +24,6 @@ from hydra_rag.errors import HydraError
 from hydra_rag.paths import store_names
 
 
-def _hit_json(rank: int, h: Any, query: str, names: dict[str, str]) -> dict[str, Any]:
-    from hydra_rag.evidence import matching_lines, weak
-
-    return {"rank": rank, "path": h.path, "store": h.store, "store_name": names.get(h.store, ""),
-            "kind": h.kind, "line_start": h.line_start, "line_end": h.line_end,
-            "section": h.section, "score": round(h.score, 6), "text": h.text, "ranks": h.ranks,
-            **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {}),
-            # the lines shown as the reason it matched; weak: it does not bear on the query
-            "matches": [m.number for m in matching_lines(h.text, h.line_start, query)],
-            "weak": weak(h, query)}
-
-
 def _show(i: int, h: Any, query: str, label: str, explain: bool) -> None:
     from rich.text import Text
 
@@ -104,7 +92,7 @@ def search(
         for n, item in enumerate(_read_queries(queries), start=1):
             hits = searcher.search(item["text"], k, tables, methods=lists)
             print_json({"query_id": item.get("_id", str(n)), "query": item["text"],
-                         "results": [_hit_json(i, h, item["text"], names)
+                         "results": [api.hit_json(i, h, item["text"], names)
                                      for i, h in enumerate(hits, 1)]})
         return
     assert query is not None
@@ -112,7 +100,7 @@ def search(
     for w in searcher.warnings:
         say(f"warning: {w}")
     if as_json:
-        print_json({"query": query, "results": [_hit_json(i, h, query, names)
+        print_json({"query": query, "results": [api.hit_json(i, h, query, names)
                                                 for i, h in enumerate(hits, 1)],
                     "warnings": list(searcher.warnings)})
         return

@@ -16,25 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag import api
+from hydra_rag.api import hit_json
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import store_names
 
 MODES = {"hybrid": ("vector", "bm25"), "vector": ("vector",), "bm25": ("bm25",)}
 MAX_K = 50
 MAX_QUERY_CHARS = 2_000
-
-
-def hit_json(rank: int, h: Any, query: str, names: dict[str, str]) -> dict[str, Any]:
-    """One hit as `search --json`, `/api/search` and the MCP `search` tool show it."""
-    from hydra_rag.evidence import matching_lines, weak
-
-    return {"rank": rank, "path": h.path, "store": h.store, "store_name": names.get(h.store, ""),
-            "kind": h.kind, "line_start": h.line_start, "line_end": h.line_end,
-            "section": h.section, "score": round(h.score, 6), "text": h.text, "ranks": h.ranks,
-            **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {}),
-            # the lines shown as the reason it matched; weak: it does not bear on the query
-            "matches": [m.number for m in matching_lines(h.text, h.line_start, query)],
-            "weak": weak(h, query)}
 
 
 class Scope:
