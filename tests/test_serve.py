@@ -194,6 +194,21 @@ def server(served_home: Path, folders: dict[str, Path]) -> Iterator[Server]:
 # -- OpenAI clients work unchanged ---------------------------------------------------------
 
 
+
+def _mcp_tools(srv: Any, headers: dict[str, str]) -> set[str]:
+    """The tool names MCP over HTTP lists, asked with these headers."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def tools() -> set[str]:
+        http = create_mcp_http_client(headers=headers)
+        async with http, Client(streamable_http_client(f"{srv.url}/mcp",
+                                                       http_client=http)) as mcp:
+            return {t.name for t in (await mcp.list_tools()).tools}
+
+    return anyio.run(tools)
+
 def test_openai_client_lists_models_and_bundles(server: Server) -> None:
     models = {m.id: m for m in _openai(server).models.list()}
     assert "smollm2-135m" in models and BUNDLE in models
@@ -550,9 +565,6 @@ def test_malformed_requests_get_openai_errors(server: Server) -> None:
 
 
 def test_token(served_home: Path, folders: dict[str, Path]) -> None:
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
     from openai import AuthenticationError
 
     srv = _start(served_home, "--path", str(folders["garden"]), "--token", "T0ken")
@@ -591,13 +603,7 @@ def test_token(served_home: Path, folders: dict[str, Path]) -> None:
         with pytest.raises(AuthenticationError):
             _openai(srv, api_key="wrong").models.list()
 
-        async def tools() -> set[str]:
-            http = create_mcp_http_client(headers=ok)
-            async with http, Client(streamable_http_client(f"{srv.url}/mcp",
-                                                           http_client=http)) as mcp:
-                return {t.name for t in (await mcp.list_tools()).tools}
-
-        assert anyio.run(tools) == {"search", "get", "ask", "stores"}
+        assert _mcp_tools(srv, ok) == {"search", "get", "ask", "stores"}
     finally:
         _stop(srv)
 
@@ -759,9 +765,6 @@ def test_a_wildcard_host_with_a_token_answers_its_clients(served_home: Path,
     """`serve --host 0.0.0.0 --token T` is the README's way in for Open WebUI in a container
     (http://host.docker.internal:8765/v1): every client names the machine as it reached it
     (127.0.0.1, its address, its name, host.docker.internal), never 0.0.0.0."""
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
     srv = _start(served_home, "--host", "0.0.0.0", "--token", "T0ken", "--path",
                  str(folders["garden"]))
@@ -785,13 +788,7 @@ def test_a_wildcard_host_with_a_token_answers_its_clients(served_home: Path,
         assert _request(srv, "GET", "/v1/models")[0] == 401
         assert "smollm2-135m" in {m.id for m in _openai(srv, api_key="T0ken").models.list()}
 
-        async def tools() -> set[str]:
-            http = create_mcp_http_client(headers=ok)
-            async with http, Client(streamable_http_client(f"{srv.url}/mcp",
-                                                           http_client=http)) as mcp:
-                return {t.name for t in (await mcp.list_tools()).tools}
-
-        assert anyio.run(tools) == {"search", "get", "ask", "stores"}
+        assert _mcp_tools(srv, ok) == {"search", "get", "ask", "stores"}
     finally:
         _stop(srv)
 
