@@ -17,7 +17,7 @@ from typing import Any
 
 from hydra_rag import api
 from hydra_rag.api import hit_json
-from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.errors import UsageError
 from hydra_rag.paths import store_names
 
 MODES = {"hybrid": ("vector", "bm25"), "vector": ("vector",), "bm25": ("bm25",)}
@@ -197,15 +197,3 @@ def turn_json(result: Any) -> dict[str, Any]:
     doc["finish_reason"] = "length" if result.finish == "length" else "stop"
     return doc
 
-
-def check_open(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Library errors as they are; anything else as one HydraError line (a server must not
-    print a traceback to a client)."""
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except HydraError:
-            raise
-        except Exception as exc:  # noqa: BLE001 (an unforeseen failure, said in one line)
-            raise HydraError(f"{type(exc).__name__}: {exc}") from exc
-    return wrapper
