@@ -1,0 +1,36 @@
+"""One document to text, in this process (the worker calls this; so may tests and benches)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hydra_rag.documents import UNITS, Extracted, Skip
+from hydra_rag.documents.text import MAX_CHARS, Builder
+
+# An HTML file is a page to read when it says so (a doctype or <html>) and holds no template
+# syntax: templates and partials in a code base stay code, searched as written.
+_PAGE = re.compile(rb"<!doctype\s+html|<html[\s>]", re.I)
+_TEMPLATE = re.compile(rb"\{\{|\{%|<%|<\?php|\{#|\$\{")
+
+
+def is_page(head: bytes, data: bytes) -> bool:
+    return bool(_PAGE.search(head)) and not _TEMPLATE.search(data)
+
+
+def extract_file(path: Path, fmt: str, max_chars: int = MAX_CHARS) -> Extracted:
+    """The text and anchors of one document; raises Skip when it yields none."""
+    from hydra_rag.documents import office, pdf, web
+
+    handlers = {"pdf": pdf.extract, "docx": office.docx, "odt": office.odt,
+                "pptx": office.pptx, "rtf": office.rtf, "epub": web.epub, "html": web.html}
+    b = Builder(fmt, UNITS.get(fmt, ""), max_chars)
+    try:
+        handlers[fmt](path, b)
+    except FileNotFoundError:
+        raise Skip("vanished") from None
+    except PermissionError:
+        raise Skip("unreadable") from None
+    if not b.has_text():
+        raise Skip("empty", "no text")
+    return b.build()

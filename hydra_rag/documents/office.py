@@ -1,0 +1,236 @@
+"""Word (DOCX), OpenDocument text (ODT), PowerPoint (PPTX) and RTF.
+
+DOCX and PPTX are read with python-docx and python-pptx, which know the formats' quirks;
+ODT's content.xml is plain enough to walk with lxml (odfpy, the one library for it, has not
+been released since 2020). Headings are found by outline level, not by style name, so a
+document written in German Word ("Überschrift 1") keeps them too. Pages: Word and LibreOffice
+record where pages broke when the file was last laid out (w:lastRenderedPageBreak,
+text:soft-page-break); without those, explicit page breaks count.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from hydra_rag.documents import Skip
+from hydra_rag.documents.text import Builder, open_zip, read_member, xml_parser
+
+_W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+_HEADING_NAME = re.compile(r"^(?:heading|titre|überschrift|título|titolo|kop)\s*(\d)$", re.I)
+
+# -- DOCX -----------------------------------------------------------------------------------
+
+
+def _w(tag: str) -> str:
+    return f"{{{_W}}}{tag}"
+
+
+def _outline_level(p: Any) -> int:
+    """A paragraph's heading level (1-9), or 0 for body text: its own outline level, its
+    style's (or a base style's), or a style named like a heading."""
+    ppr = p._p.pPr
+    if ppr is not None:
+        lvl = ppr.find(_w("outlineLvl"))
+        if lvl is not None:
+            v = int(lvl.get(_w("val"), "9"))
+            return v + 1 if v < 9 else 0
+    style, depth = p.style, 0
+    while style is not None and depth < 10:
+        el = style.element.pPr
+        lvl = el.find(_w("outlineLvl")) if el is not None else None
+        if lvl is not None:
+            v = int(lvl.get(_w("val"), "9"))
+            return v + 1 if v < 9 else 0
+        name = style.name or ""
+        if name.lower() == "title":
+            return 1
+        m = _HEADING_NAME.match(name)
+        if m:
+            return int(m.group(1))
+        style, depth = style.base_style, depth + 1
+    return 0
+
+
+def _docx_table(table: Any) -> str:
+    rows = []
+    for row in table.rows:
+        cells: list[str] = []
+        for cell in row.cells:
+            text = " ".join(cell.text.split())
+            if not cells or cells[-1] != text:  # a merged cell repeats
+                cells.append(text)
+        if any(cells):
+            rows.append(" | ".join(cells))
+    return "\n".join(rows)
+
+
+def docx(path: Path, b: Builder) -> None:
+    open_zip(path).close()
+    import docx as python_docx
+    from docx.opc.exceptions import PackageNotFoundError
+
+    try:
+        doc = python_docx.Document(str(path))
+    except (PackageNotFoundError, KeyError, ValueError) as exc:
+        raise Skip("corrupt", f"not a Word document ({exc})") from None
+    body = doc.element.body
+    rendered = bool(body.xpath(".//w:lastRenderedPageBreak"))
+    breaks = ".//w:lastRenderedPageBreak" if rendered else './/w:br[@w:type="page"]'
+    b.anchor()
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    for item in doc.iter_inner_content():
+        if isinstance(item, Paragraph):
+            el = item._p
+            if el.xpath(breaks) or (not rendered and el.xpath("./w:pPr/w:pageBreakBefore")):
+                b.anchor()
+            level = _outline_level(item)
+            if level:
+                b.heading(level, item.text)
+            else:
+                b.block(item.text)
+        elif isinstance(item, Table):
+            b.block(_docx_table(item))
+    if len(b.starts) == 1:
+        b.no_anchors()  # no page breaks recorded: the pages are not known
+
+
+# -- ODT ------------------------------------------------------------------------------------
+
+_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+_TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+_OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+
+
+def _t(tag: str) -> str:
+    return f"{{{_TEXT}}}{tag}"
+
+
+def _odf_text(el: Any) -> str:
+    """A paragraph's text: spaces (text:s), tabs and line breaks spelled out; notes dropped."""
+    out = [el.text or ""]
+    for child in el:
+        tag = child.tag
+        if tag == _t("s"):
+            out.append(" " * int(child.get(_t("c"), "1") or 1))
+        elif tag == _t("tab"):
+            out.append("\t")
+        elif tag == _t("line-break"):
+            out.append("\n")
+        elif tag in (_t("note"), _t("soft-page-break")):
+            pass
+        else:
+            out.append(_odf_text(child))
+        out.append(child.tail or "")
+    return "".join(out)
+
+
+def _odf_walk(el: Any, b: Builder, pages: bool) -> None:
+    for child in el:
+        tag = child.tag
+        if pages and child.find(f".//{_t('soft-page-break')}") is not None and tag in (
+                _t("p"), _t("h")):
+            b.anchor()
+        if tag == _t("h"):
+            level = int(child.get(_t("outline-level"), "1") or 1)
+            b.heading(level, _odf_text(child))
+        elif tag == _t("p"):
+            b.block(_odf_text(child))
+        elif tag == _t("soft-page-break") and pages:
+            b.anchor()
+        elif tag == f"{{{_TABLE}}}table":
+            rows = []
+            for row in child.iter(f"{{{_TABLE}}}table-row"):
+                cells = [" ".join(_odf_text(p) for p in c.iter(_t("p"))).strip()
+                         for c in row.iter(f"{{{_TABLE}}}table-cell")]
+                if any(cells):
+                    rows.append(" | ".join(cells))
+            b.block("\n".join(rows))
+        elif tag in (_t("list"), _t("list-item"), _t("section"), _t("list-header"),
+                     _t("index-body"), _t("table-of-content")):
+            _odf_walk(child, b, pages)
+
+
+def odt(path: Path, b: Builder) -> None:
+    from lxml import etree
+
+    with open_zip(path) as z:
+        data = read_member(z, "content.xml")
+    try:
+        root = etree.fromstring(data, xml_parser())
+    except etree.XMLSyntaxError as exc:
+        raise Skip("corrupt", f"content.xml: {exc}") from None
+    text = root.find(f"{{{_OFFICE}}}body/{{{_OFFICE}}}text")
+    if text is None:
+        raise Skip("corrupt", "no text body (not a text document)")
+    pages = text.find(f".//{_t('soft-page-break')}") is not None
+    b.anchor()
+    _odf_walk(text, b, pages)
+    if len(b.starts) == 1:
+        b.no_anchors()
+
+
+# -- PPTX -----------------------------------------------------------------------------------
+
+
+def _shape_text(shape: Any, out: list[str]) -> None:
+    if getattr(shape, "shape_type", None) == 6:  # a group
+        for s in shape.shapes:
+            _shape_text(s, out)
+        return
+    if getattr(shape, "has_table", False):
+        for row in shape.table.rows:
+            cells = [" ".join(c.text.split()) for c in row.cells]
+            if any(cells):
+                out.append(" | ".join(cells))
+        return
+    if getattr(shape, "has_text_frame", False):
+        for para in shape.text_frame.paragraphs:
+            text = "".join(r.text for r in para.runs) or para.text
+            if text.strip():
+                out.append(("  " * para.level) + text)
+
+
+def pptx(path: Path, b: Builder) -> None:
+    open_zip(path).close()
+    from pptx import Presentation
+    from pptx.exc import PackageNotFoundError
+
+    try:
+        prs = Presentation(str(path))
+    except (PackageNotFoundError, KeyError, ValueError) as exc:
+        raise Skip("corrupt", f"not a PowerPoint file ({exc})") from None
+    for n, slide in enumerate(prs.slides, start=1):
+        b.anchor()
+        title_shape = slide.shapes.title
+        title = title_shape.text if title_shape is not None and title_shape.has_text_frame else ""
+        b.heading(1, title.strip() or f"Slide {n}")
+        lines: list[str] = []
+        for shape in slide.shapes:
+            if title_shape is not None and shape.shape_id == title_shape.shape_id:
+                continue
+            _shape_text(shape, lines)
+        b.block("\n".join(lines))
+        if slide.has_notes_slide:
+            notes = slide.notes_slide.notes_text_frame
+            if notes is not None and notes.text.strip():
+                b.block("Notes: " + notes.text)
+
+
+# -- RTF ------------------------------------------------------------------------------------
+
+
+def rtf(path: Path, b: Builder) -> None:
+    from striprtf.striprtf import rtf_to_text
+
+    data = path.read_bytes()
+    if not data.lstrip().startswith(b"{\\rtf"):
+        raise Skip("corrupt", "not an RTF file")
+    try:
+        text = rtf_to_text(data.decode("latin-1"), errors="ignore")
+    except Exception as exc:  # noqa: BLE001 - striprtf raises whatever a bad file causes
+        raise Skip("corrupt", str(exc)) from None
+    b.block(text)

@@ -1,0 +1,175 @@
+"""HTML pages and EPUB books: the readable text, headings kept, navigation and boilerplate left
+out. An EPUB is a zip of XHTML chapters in the order its package file's spine gives; each
+chapter is an anchor (`ch. 3`) and is read like a page.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from hydra_rag.documents import Skip
+from hydra_rag.documents.text import Builder, open_zip, read_member, xml_parser
+
+_DROP = {"script", "style", "noscript", "template", "svg", "math", "nav", "footer", "aside",
+         "form", "button", "select", "textarea", "iframe", "object", "embed", "canvas", "head",
+         "dialog", "menu"}
+_BLOCKS = {"p", "div", "section", "article", "main", "li", "dd", "dt", "blockquote", "pre",
+           "tr", "figcaption", "caption", "address", "details", "summary", "table", "ul", "ol",
+           "dl", "body", "header", "figure", "hr", "center", "fieldset", "legend"}
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+# id and class words of navigation and boilerplate (what readability-style extractors drop)
+_BOILER = re.compile(r"(?:^|[\s_-])(nav|navbar|navigation|menu|sidebar|side-bar|breadcrumbs?|"
+                     r"footer|cookies?|consent|banner|share|social|related|comments?|advert|"
+                     r"ads|promo|newsletter|subscribe|skip-link|toc|masthead|topbar)(?:$|[\s_-])",
+                     re.I)
+_SPACE = re.compile(r"\s+")
+
+
+def _tag(el: Any) -> str:
+    tag = el.tag
+    if not isinstance(tag, str):
+        return ""  # a comment or processing instruction
+    return tag.rsplit("}", 1)[-1].lower()
+
+
+def _boilerplate(el: Any) -> bool:
+    tag = _tag(el)
+    if tag in _DROP:
+        return True
+    if el.get("hidden") is not None or el.get("aria-hidden") == "true":
+        return True
+    role = (el.get("role") or "").lower()
+    if role in ("navigation", "banner", "contentinfo", "complementary", "search", "menu"):
+        return True
+    marks = f"{el.get('id') or ''} {el.get('class') or ''}"
+    return tag not in ("body", "main", "article", "html") and bool(_BOILER.search(marks))
+
+
+class _Blocks:
+    """Turns an element tree into Builder blocks: inline text gathered into paragraphs."""
+
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+        self.buf: list[str] = []
+
+    def flush(self) -> None:
+        text = "".join(self.buf)
+        self.buf = []
+        lines = [_SPACE.sub(" ", ln).strip() for ln in text.split("\n")]
+        self.b.block("\n".join(ln for ln in lines if ln))
+
+    def walk(self, el: Any, pre: bool = False) -> None:
+        tag = _tag(el)
+        if tag and _boilerplate(el) and tag != "body":
+            return
+        if tag in _HEADINGS:
+            self.flush()
+            self.b.heading(_HEADINGS[tag], el.text_content())
+            return
+        if tag == "pre":
+            self.flush()
+            self.b.block(el.text_content())
+            return
+        block = tag in _BLOCKS or tag in ("td", "th")
+        if block and tag not in ("td", "th"):
+            self.flush()
+        if tag == "li":
+            self.buf.append("- ")
+        if tag == "br":
+            self.buf.append("\n")
+        if el.text and tag:
+            self.buf.append(el.text)
+        for child in el:
+            self.walk(child, pre)
+            if child.tail:
+                self.buf.append(child.tail)
+        if tag in ("td", "th"):
+            self.buf.append(" | ")
+        elif block:
+            self.flush()
+
+
+def _content_root(doc: Any) -> Any:
+    """The element holding the page's own text: <main> (or role=main), else the one <article>
+    or the longest, else <body>."""
+    for xp in ("//main", "//*[@role='main']"):
+        found = doc.xpath(xp)
+        if found:
+            return found[0]
+    articles = doc.xpath("//article")
+    if articles:
+        return max(articles, key=lambda a: len(a.text_content()))
+    body = doc.find(".//body")
+    return body if body is not None else doc
+
+
+def _parse_html(data: bytes) -> Any:
+    import lxml.html
+    from lxml import etree
+
+    try:
+        return lxml.html.document_fromstring(data)
+    except (etree.ParserError, ValueError) as exc:
+        raise Skip("corrupt", f"not readable HTML ({exc})") from None
+
+
+def html(path: Path, b: Builder) -> None:
+    doc = _parse_html(path.read_bytes())
+    title = doc.findtext(".//title") or ""
+    root = _content_root(doc)
+    blocks = _Blocks(b)
+    if title.strip() and not root.xpath(".//h1"):
+        b.heading(1, title)
+    blocks.walk(root)
+    blocks.flush()
+
+
+# -- EPUB -----------------------------------------------------------------------------------
+
+_CONTAINER = "urn:oasis:names:tc:opendocument:xmlns:container"
+_OPF = "http://www.idpf.org/2007/opf"
+
+
+def _xml(data: bytes, what: str) -> Any:
+    from lxml import etree
+
+    try:
+        return etree.fromstring(data, xml_parser())
+    except etree.XMLSyntaxError as exc:
+        raise Skip("corrupt", f"{what}: {exc}") from None
+
+
+def epub(path: Path, b: Builder) -> None:
+    with open_zip(path) as z:
+        names = set(z.namelist())
+        container = _xml(read_member(z, "META-INF/container.xml"), "META-INF/container.xml")
+        rootfile = container.find(f".//{{{_CONTAINER}}}rootfile")
+        opf_path = rootfile.get("full-path") if rootfile is not None else None
+        if not opf_path:
+            raise Skip("corrupt", "META-INF/container.xml names no package file")
+        opf = _xml(read_member(z, opf_path), opf_path)
+        base = posixpath.dirname(opf_path)
+        manifest = {item.get("id"): item for item in opf.iter(f"{{{_OPF}}}item")}
+        spine = [ref.get("idref") for ref in opf.iter(f"{{{_OPF}}}itemref")]
+        if not spine:
+            raise Skip("corrupt", f"{opf_path} has an empty spine")
+        for idref in spine:
+            item = manifest.get(idref)
+            if item is None or "html" not in (item.get("media-type") or ""):
+                continue
+            name = posixpath.normpath(posixpath.join(base, unquote(item.get("href") or "")))
+            if name not in names:
+                continue
+            doc = _parse_html(read_member(z, name))
+            body = doc.find(".//body")
+            before = b.chars
+            b.anchor()
+            blocks = _Blocks(b)
+            blocks.walk(body if body is not None else doc)
+            blocks.flush()
+            if b.chars == before:  # an image-only chapter (a cover): no anchor of its own
+                b.starts.pop()

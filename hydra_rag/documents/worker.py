@@ -1,0 +1,52 @@
+"""The extraction worker: a child process that turns documents into text under a memory bound
+(RLIMIT_AS), so that a hostile file can only take this process down, never the index run.
+
+Requests are JSON lines on stdin ({"path", "format", "max_chars"}); each answer is an 8-byte
+big-endian length and a JSON object ({"ok": Extracted} or {"skip", "detail"}) on the file
+descriptor stdout had at start. Libraries that print are sent to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _answer(req: dict[str, Any], memory_mb: int) -> dict[str, Any]:
+    from hydra_rag.documents import Skip
+    from hydra_rag.documents.extract import extract_file
+
+    try:
+        ex = extract_file(Path(req["path"]), req["format"], int(req["max_chars"]))
+        return {"ok": ex.to_json()}
+    except Skip as s:
+        return {"skip": s.reason, "detail": s.detail}
+    except MemoryError:
+        return {"skip": "too_large", "detail": f"needs more than {memory_mb} MiB of memory"}
+    except RecursionError:
+        return {"skip": "corrupt", "detail": "nested too deeply"}
+    except Exception as exc:  # noqa: BLE001 - a library's failure on a broken file
+        return {"skip": "corrupt", "detail": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def main() -> None:
+    memory_mb = int(sys.argv[1])
+    if memory_mb > 0:
+        limit = memory_mb << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever a library prints goes to stderr, not into the answers
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        data = json.dumps(_answer(json.loads(line), memory_mb)).encode()
+        out.write(len(data).to_bytes(8, "big") + data)
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
