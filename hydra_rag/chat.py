@@ -141,9 +141,7 @@ class TurnResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
-            "sources": [{"n": s.n, "store": s.store, "store_name": s.store_name, "path": s.path,
-                         "line_start": s.line_start, "line_end": s.line_end,
-                         "section": s.section} for s in self.sources],
+            "sources": [s.to_json() for s in self.sources],
             "citations": self.citations.to_json(),
             "retrieval": self.retrieval,
             "usage": self.usage,
@@ -228,7 +226,7 @@ class Chat:
                     if not weak(h, question) or (also is not None and not weak(h, also))]
         names = store_names(self.roots)
         sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text, h.section,
-                          names.get(h.store, ""))
+                          names.get(h.store, ""), h.page_start, h.page_end, h.page_unit)
                    for i, h in enumerate(relevant, start=1)]
         info = {"query": question, "also": also, "hits": [
             {"store": h.store, "path": h.path, "line_start": h.line_start,
@@ -287,7 +285,9 @@ class Chat:
             "user": result.question,  # the user's own words, never the augmented prompt
             "answer": result.answer,
             "sources": [{"n": s.n, "store": s.store, "path": s.path,
-                         "line_start": s.line_start, "line_end": s.line_end}
+                         "line_start": s.line_start, "line_end": s.line_end,
+                         **({"page_start": s.page_start, "page_end": s.page_end,
+                             "page_unit": s.page_unit} if s.page_unit else {})}
                         for s in result.sources],
             "interrupted": result.interrupted,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

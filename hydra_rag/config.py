@@ -33,6 +33,11 @@ class Settings:
     gpu_layers: int = -1
     embed_batch: int = 64  # texts per /v1/embeddings request
     index_batch: int = 512  # chunks per stored batch (what an interruption can lose)
+    # Documents (PDF, DOCX, ODT, PPTX, EPUB, RTF, HTML pages): the largest file read, and the
+    # time and memory one document's extraction may take before it is skipped.
+    max_document_mb: float = 100.0
+    document_timeout: float = 60.0  # seconds
+    document_memory_mb: int = 2048
     # Memory a search process may use to hold small tables' vectors and rows (0: none); see
     # retrieve.Searcher for why.
     search_cache_mb: int = 128

@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hydra_rag import rebuild, registry
 from hydra_rag.catalog import Embedder, foreign_for, get_embedder, table_embedder
-from hydra_rag.chunk import CHUNKER_VERSION, SECTION_SEP, chunk_text, markup_of
+from hydra_rag.chunk import CHUNKER_VERSION, SECTION_SEP, chunk_text
 from hydra_rag.classify import classify
 from hydra_rag.config import Settings
 from hydra_rag.contextualize import Contextualizer, with_context
+from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS, format_of
 from hydra_rag.errors import HydraError, IndexError_, IndexLocked
 from hydra_rag.lexical import Analysis, detect_language, parse_language
 from hydra_rag.locks import file_lock, lock_holder
+from hydra_rag.source import read_source, reader_for
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store, new_meta
 from hydra_rag.walk import (
     LONG_LINE,
@@ -34,6 +36,10 @@ from hydra_rag.walk import (
     mostly_long_lines,
     read_indexable,
 )
+
+# Document skips remembered in files.json: an unchanged file is not extracted again to fail again
+# (`index --full` retries them, as does a new extractor version).
+DOCUMENT_SKIPS = tuple(r for r in SKIPS if r != "too_large")
 
 if TYPE_CHECKING:
     from hydra_rag.embed import EmbedClient
@@ -84,6 +90,9 @@ class IndexReport:
     notes: list[str] = field(default_factory=list)
     # files indexed though mostly minified code or data on long lines (a note warns of them)
     long_lines: list[str] = field(default_factory=list)
+    # documents skipped for their content, with what was wrong ("encrypted: password-protected")
+    document_problems: dict[str, str] = field(default_factory=dict)
+    documents_extracted: int = 0  # documents read by the extractor (the rest came from its cache)
     elapsed_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -98,6 +107,7 @@ class DryRunReport:
     files: list[tuple[str, str]]  # (path, kind)
     skipped: dict[str, list[str]]
     long_lines: list[str] = field(default_factory=list)  # files an index run would warn about
+    document_problems: dict[str, str] = field(default_factory=dict)  # path → "reason: detail"
 
 
 def resolve_root(path: Path) -> Path:
@@ -123,21 +133,36 @@ def text_hash(text: str) -> str:
 
 
 def dry_run(root: Path, include: list[str] | None = None,
-            exclude: list[str] | None = None) -> DryRunReport:
-    """Walk and read like a real run, without touching the index."""
+            exclude: list[str] | None = None, settings: Settings | None = None) -> DryRunReport:
+    """Walk and read like a real run, without touching the index (documents are extracted,
+    or taken from the index's cache of extracted texts, which is not written)."""
     root = resolve_root(root)
-    walked = Walker(root, include, exclude).walk()
+    settings = settings or Settings()
+    walked = _walker(root, include, exclude, settings).walk()
     files, long_lines = [], []
+    problems: dict[str, str] = {}
     skipped = {k: list(v) for k, v in walked.skipped_paths.items()}
-    for cand in walked.files:
-        text, why = read_indexable(root / cand.rel, cand.included)
-        if text is None:
-            skipped.setdefault(why, []).append(cand.rel)
-        else:
-            files.append((cand.rel, classify(cand.rel, text[:200])))
-            if mostly_long_lines(text):
-                long_lines.append(cand.rel)
-    return DryRunReport(str(root), files, skipped, long_lines)
+    index_dir = Store(root).dir
+    reader = reader_for(settings, index_dir if index_dir.is_dir() else None, write=False)
+    try:
+        for cand in walked.files:
+            src = read_source(root, cand, reader)
+            if src.text is None:
+                skipped.setdefault(src.skip, []).append(cand.rel)
+                if src.detail:
+                    problems[cand.rel] = f"{src.skip}: {src.detail}"
+            else:
+                files.append((cand.rel, src.kind))
+                if mostly_long_lines(src.text):
+                    long_lines.append(cand.rel)
+    finally:
+        reader.close()
+    return DryRunReport(str(root), files, skipped, long_lines, problems)
+
+
+def _walker(root: Path, include: list[str] | None, exclude: list[str] | None,
+            settings: Settings) -> Walker:
+    return Walker(root, include, exclude, max_document_bytes=int(settings.max_document_mb * (1 << 20)))
 
 
 @dataclass(frozen=True)
@@ -151,6 +176,7 @@ class _Prepared:
     document: str = ""  # the whole file, kept only when chunks are contextualized
     inputs: list[str] = field(default_factory=list)  # what is embedded, a text per row
     long_lines: bool = False  # mostly minified code or data on long lines (warned of)
+    doc: dict[str, Any] | None = None  # a document's extraction record (see FileEntry.doc)
 
 
 _T = TypeVar("_T")
@@ -206,6 +232,8 @@ class _Run:
         }
         self.clients: dict[str, EmbedClient] = {}
         self.files: dict[str, FileEntry] = {}
+        # Extracted texts are cached beside every generation, in .hydra-index/extracted/.
+        self.docs = reader_for(settings, self.store.dir)
 
     def client(self, table: str) -> EmbedClient:
         from hydra_rag.embed import connect
@@ -365,6 +393,12 @@ class _Run:
                 samples.append(text[:3000])
                 if len(samples) >= want:
                     break
+        # Documents next (what is extracted here is cached: the run does not read it again).
+        docs = [c for c in walked.files if format_of(c.rel) and format_of(c.rel) != "html"]
+        for cand in docs[:max(0, min(want - len(samples), 10))]:
+            src = read_source(self.root, cand, self.docs)
+            if src.text:
+                samples.append(src.text[:3000])
         return samples
 
     def _files_from_tables(self) -> dict[str, FileEntry]:
@@ -417,7 +451,7 @@ class _Run:
         if repair:
             self.store.journal_path.touch()  # check every row against files.json
         self.progress(Progress("walk", message=f"walking {self.root}"))
-        walked = Walker(self.root, include, exclude).walk()
+        walked = _walker(self.root, include, exclude, self.settings).walk()
         self.choose_language(walked, full)
         self.files = self.load_state(full)
         self.choose_analysis()
@@ -425,11 +459,15 @@ class _Run:
         store = self.store
         store.journal_path.unlink(missing_ok=True)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.meta["extractor_version"] = EXTRACTOR_VERSION  # once every document was read by it
         store.write_meta(self.meta)
         if self.live is not None:
             rebuild.switch(store)
             self.switched = True
+        # Extracted texts no indexed document uses any more (the document changed or left).
+        self.docs.prune({e.doc["key"] for e in self.files.values() if e.doc})
         report = self.report
+        report.documents_extracted = self.docs.extracted
         report.embedders = {t: e.id for t, e in self.embedders.items()}
         # files.json and the tables agree (that is what the journal and repair guarantee), so
         # the totals come from files.json: a no-op run never has to load LanceDB.
@@ -483,10 +521,14 @@ class _Run:
         report.files_seen = len(walked.files)
         changed: list[Candidate] = []
         skipped: Counter[str] = Counter(walked.skipped)
+        # Files of a document format indexed by another extractor version (or as plain text,
+        # before documents were read) are read again, once.
+        redo_docs = self.meta.get("extractor_version") != EXTRACTOR_VERSION
         for cand in walked.files:
             e = files.get(cand.rel)
             if (e is not None and e.size == cand.size and e.mtime_ns == cand.mtime_ns
-                    and not (cand.included and e.skip in OVERRIDABLE)):
+                    and not (cand.included and e.skip in OVERRIDABLE)
+                    and not (redo_docs and format_of(cand.rel))):
                 if e.skip:
                     skipped[e.skip] += 1
                 else:
@@ -589,15 +631,17 @@ class _Run:
 
     def _prepare(self, cand: Candidate) -> _Prepared:
         """Read, classify and chunk one file (no index state is touched: runs in a thread)."""
-        text, why = read_indexable(self.root / cand.rel, cand.included)
-        if text is None:
-            return _Prepared(cand, None, [], why)
-        kind = classify(cand.rel, text[:200])
+        src = read_source(self.root, cand, self.docs)
+        if src.text is None:
+            if src.detail:
+                self.report.document_problems[cand.rel] = f"{src.skip}: {src.detail}"
+            return _Prepared(cand, None, [], src.skip)
+        text, kind = src.text, src.kind
         fits = self.clients[self.embedders[kind].id].fits
         analyse = self.analysis[kind].document
         rows, inputs = [], []
         ids: set[str] = set()
-        for ch in chunk_text(text, fits=fits, markup=markup_of(cand.rel)):
+        for ch in chunk_text(text, fits=fits, markup=src.markup):
             embedded = _with_section(ch.section, ch.text, fits)
             cid = chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, ch.section)
             while cid in ids:  # equal pieces cut from one long line
@@ -612,7 +656,7 @@ class _Run:
             })
             inputs.append(embedded)
         return _Prepared(cand, kind, rows, document=text if self.ctx else "", inputs=inputs,
-                         long_lines=mostly_long_lines(text))
+                         long_lines=src.doc is None and mostly_long_lines(text), doc=src.doc)
 
     def _flush(self, batch: list[_Prepared], files: dict[str, FileEntry],
                start_files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
@@ -669,15 +713,16 @@ class _Run:
             report.chunks_removed += len(stale)
         if self.ctx is not None:
             self.ctx.save()  # before files.json: a recorded file's contexts are never lost
-        for cand, kind, rows, long_lines in ((p.cand, p.kind, p.rows, p.long_lines)
-                                             for p in batch if p.kind):
+        for cand, kind, rows, long_lines, doc in ((p.cand, p.kind, p.rows, p.long_lines, p.doc)
+                                                  for p in batch if p.kind):
             if long_lines:
                 report.long_lines.append(cand.rel)
             old = files.get(cand.rel)
             if old is not None and old.kind and old.kind != kind and old.chunks:
                 store.delete_ids(old.kind, old.chunks)  # the file changed tables
                 report.chunks_removed += len(old.chunks)
-            files[cand.rel] = FileEntry(cand.size, cand.mtime_ns, kind, [r["id"] for r in rows])
+            files[cand.rel] = FileEntry(cand.size, cand.mtime_ns, kind, [r["id"] for r in rows],
+                                        doc=doc)
             report.files_indexed += 1
         store.write_files(files)
         return touched
@@ -708,7 +753,7 @@ class _Run:
         unchanged file is not read again next time."""
         skipped[p.skip] += 1
         old = files.pop(p.cand.rel, None)
-        if p.skip in ("binary", "not_utf8", "empty", "too_large", *OVERRIDABLE):
+        if p.skip in ("binary", "not_utf8", "empty", "too_large", *OVERRIDABLE, *DOCUMENT_SKIPS):
             files[p.cand.rel] = FileEntry(p.cand.size, p.cand.mtime_ns, None, [], p.skip)
         if old and old.chunks and old.kind:
             self.store.delete_ids(old.kind, old.chunks)
@@ -780,6 +825,8 @@ def index_folder(
             report = run.index(include, exclude, full, repair)
         except KeyboardInterrupt:
             raise run.interrupted() from None
+        finally:
+            run.docs.close()
     registry.register(root, tags)
     report.elapsed_s = round(time.monotonic() - t0, 3)
     return report

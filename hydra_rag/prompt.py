@@ -12,6 +12,9 @@ import re
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from hydra_rag.documents import locate
 
 INSTRUCTION = (
     "You answer questions about the user's files using only the numbered context passages. "
@@ -35,10 +38,21 @@ class Source:
     text: str
     section: str = ""  # the headings the passage stands under
     store_name: str = ""  # the folder's short name (hydra_rag.paths.store_names)
+    page_start: int = 0  # a document's pages (slides, chapters) the passage spans, 0 unknown
+    page_end: int = 0
+    page_unit: str = ""
 
     @property
     def label(self) -> str:
-        return f"{self.path}:{self.line_start}-{self.line_end}"
+        """`path:12-30`, or for a document with pages `report.pdf p. 12`."""
+        return locate(self.path, self.line_start, self.line_end, self.page_unit, self.page_start,
+                      self.page_end)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "store": self.store, "store_name": self.store_name, "path": self.path,
+                "line_start": self.line_start, "line_end": self.line_end,
+                "page_start": self.page_start or None, "page_end": self.page_end or None,
+                "page_unit": self.page_unit or None, "section": self.section}
 
     def where(self, multi: bool) -> str:
         """The label, after the folder's name when the chat spans several folders."""

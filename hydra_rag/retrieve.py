@@ -39,6 +39,7 @@ import numpy as np
 
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
+from hydra_rag.documents import anchors, cite
 from hydra_rag.embed import EmbedClient, connect
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
@@ -89,6 +90,15 @@ class Hit:
     section: str = ""  # the headings the chunk stands under ("Guide › Install")
     embedder: str = ""  # the embedder of the chunk's table
     min_similarity: float = 0.2  # that embedder's cosine for "bears on the query"
+    # A document's pages (slides, chapters: `page_unit`) the chunk spans; 0 when not known
+    page_start: int = 0
+    page_end: int = 0
+    page_unit: str = ""
+
+    @property
+    def anchor(self) -> str:
+        """`p. 12`, `pp. 3–4`, `slide 2`, `ch. 5`, or "" for a file without pages."""
+        return cite(self.page_unit, self.page_start, self.page_end)
 
 
 class _Moved(Exception):
@@ -275,6 +285,7 @@ class Searcher:
         self._columns: dict[str, list[str]] = {}  # the row columns each table has
         self._cache: dict[str, _Cached | None] = {}  # None: not worth caching at this stamp
         self._cache_stamps: dict[str, Stamp] = {}
+        self._docs: dict[str, tuple[Stamp, dict[str, dict[str, Any]]]] = {}
         self._reserved = 0  # bytes of tables being loaded right now
         self._reranker: RerankClient | None = None
         if settings.rerank:
@@ -622,17 +633,38 @@ class Searcher:
         top = self.settings.rerank_top if self.settings.rerank else 0
         keep = None if k is None else max(k, top)
         hits = []
+        documents: dict[str, dict[str, Any]] = {}
         for key, score, ranks in fused if keep is None else fused[:keep]:
             r = found.row(key)
-            hits.append(Hit(r["store"], r["path"], r["kind"], int(r["line_start"]),
-                            int(r["line_end"]), r["text"], score, ranks, r["id"],
-                            found.similarity.get(key), section=r.get("section") or "",
+            ls, le = int(r["line_start"]), int(r["line_end"])
+            if r["store"] not in documents:
+                documents[r["store"]] = self._documents(r["store"])
+            doc = documents[r["store"]].get(r["path"])
+            unit = doc.get("unit", "") if doc else ""
+            first, last = anchors(doc.get("starts") or [], ls, le) if unit and doc else (0, 0)
+            hits.append(Hit(r["store"], r["path"], r["kind"], ls, le, r["text"], score, ranks,
+                            r["id"], found.similarity.get(key), section=r.get("section") or "",
                             embedder=found.embedder.get(key, ""),
-                            min_similarity=self._min_similarity(found.embedder.get(key, ""))))
+                            min_similarity=self._min_similarity(found.embedder.get(key, "")),
+                            page_start=first, page_end=last, page_unit=unit if first else ""))
         if top:
             # A follow-up is judged together with the question before it, as it was searched.
             hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)
         return hits if k is None else hits[:k]
+
+    def _documents(self, root: str) -> dict[str, dict[str, Any]]:
+        """A folder's documents.json (path → anchors), read again after an index run."""
+        for store, _ in self.stores:
+            if str(store.root) == root:
+                break
+        else:
+            return {}
+        stamp = self._stamp(store)
+        have = self._docs.get(root)
+        if have is None or have[0] != stamp:
+            have = (stamp, store.read_documents())
+            self._docs[root] = have
+        return have[1]
 
     def _min_similarity(self, embedder_id: str) -> float:
         entry = self._embedder(embedder_id) if embedder_id else None

@@ -34,7 +34,7 @@ TABLES = ("code", "prose")
 FTS_COLUMN = "lex"
 FTS_INDEX = "lex_idx"
 GEN_PREFIX = "gen-"
-GEN0_ENTRIES = ("lance", "files.json", "journal")  # generation 0's part of .hydra-index/
+GEN0_ENTRIES = ("lance", "files.json", "journal", "documents.json")  # generation 0's part of .hydra-index/
 _META_EMBEDDER = b"hydra.embedder"
 _META_DIMS = b"hydra.dims"
 
@@ -48,12 +48,17 @@ class FileEntry:
     kind: str | None
     chunks: list[str] = field(default_factory=list)
     skip: str = ""  # a content skip (binary, not_utf8…): remembered so it is not re-read
+    # A document's extraction: {"key": content key in the cache, "format", "unit", "starts"}
+    # (see hydra_rag.documents); None for a text file.
+    doc: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"size": self.size, "mtime_ns": self.mtime_ns, "kind": self.kind,
                              "chunks": self.chunks}
         if self.skip:
             d["skip"] = self.skip
+        if self.doc is not None:
+            d["doc"] = self.doc
         return d
 
 
@@ -151,6 +156,10 @@ class Store:
         return self.data_dir / "lance"
 
     @property
+    def documents_path(self) -> Path:
+        return self.data_dir / "documents.json"
+
+    @property
     def journal_path(self) -> Path:
         """Present while a run is changing the index; found at start, it means "repair"."""
         return self.data_dir / "journal"
@@ -203,7 +212,7 @@ class Store:
             raw = json.loads(self.files_path.read_text(encoding="utf-8"))
             return {
                 rel: FileEntry(int(e["size"]), int(e["mtime_ns"]), e.get("kind"),
-                               list(e.get("chunks", [])), e.get("skip", ""))
+                               list(e.get("chunks", [])), e.get("skip", ""), e.get("doc"))
                 for rel, e in raw["files"].items()
             }
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
@@ -213,6 +222,20 @@ class Store:
         doc = {"version": FORMAT_VERSION,
                "files": {rel: files[rel].to_json() for rel in sorted(files)}}
         write_atomic(self.files_path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+        # The documents' anchors, apart: what a search needs to cite a page, without reading
+        # the whole of files.json.
+        docs = {rel: e.doc for rel, e in files.items() if e.doc is not None and e.kind}
+        if docs or self.documents_path.exists():
+            write_atomic(self.documents_path,
+                         json.dumps(docs, ensure_ascii=False, separators=(",", ":")))
+
+    def read_documents(self) -> dict[str, dict[str, Any]]:
+        """documents.json: path → the document's extraction record; {} when there is none."""
+        try:
+            raw = json.loads(self.documents_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            return {}
+        return raw if isinstance(raw, dict) else {}
 
     # -- tables --------------------------------------------------------------------------
 

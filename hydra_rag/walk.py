@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pathspec
 
+from hydra_rag.documents import format_of
 from hydra_rag.paths import INDEX_DIR
 
 MAX_BYTES = 1 << 20
+MAX_DOCUMENT_BYTES = 100 << 20  # setting max_document_mb
 
 _BLACKLIST_DIRS = [
     ".git/", ".hg/", ".svn/", ".bzr/", "_darcs/", ".fossil/", "CVS/",
@@ -49,9 +51,8 @@ _BLACKLIST_FILES = [
     "*.tiff", "*.psd", "*.heic", "*.avif", "*.mp3", "*.wav", "*.flac", "*.ogg", "*.m4a",
     "*.aac", "*.mp4", "*.mkv", "*.mov", "*.avi", "*.webm", "*.ttf", "*.otf", "*.woff",
     "*.woff2", "*.eot",
-    # office documents and PDFs
-    "*.pdf", "*.doc", "*.docx", "*.xls", "*.xlsx", "*.ppt", "*.pptx", "*.odt", "*.ods",
-    "*.odp", "*.epub",
+    # office formats not read (PDF, DOCX, ODT, PPTX, EPUB are: see hydra_rag.documents)
+    "*.doc", "*.xls", "*.xlsx", "*.ppt", "*.ods", "*.odp",
     # databases
     "*.db", "*.sqlite", "*.sqlite3", "*.mdb", "*.parquet", "*.arrow", "*.lance", "*.feather",
     "*.h5", "*.hdf5", "*.npy", "*.npz", "*.pkl", "*.pickle",
@@ -232,9 +233,11 @@ class Walker:
         include: list[str] | None = None,
         exclude: list[str] | None = None,
         max_bytes: int = MAX_BYTES,
+        max_document_bytes: int = MAX_DOCUMENT_BYTES,
     ) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        self.max_document_bytes = max_document_bytes
         self.include = (
             pathspec.GitIgnoreSpec.from_lines(include) if include else None
         )
@@ -371,7 +374,7 @@ class Walker:
             if st.st_size == 0:
                 result.skip("empty", rel)
                 continue
-            if st.st_size > self.max_bytes:
+            if st.st_size > (self.max_document_bytes if format_of(rel) else self.max_bytes):
                 result.skip("too_large", rel)
                 continue
             result.files.append(Candidate(rel, st.st_size, st.st_mtime_ns, self._included(rel)))

@@ -87,6 +87,11 @@ def _sigterm_interrupts() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, before)
 
 
+def skip_label(reason: str) -> str:
+    """A skip reason as the summary shows it (`scanned (no text layer)`)."""
+    return f"{reason} (no text layer)" if reason == "scanned" else reason
+
+
 @app.command()
 def index(
     path: Annotated[Path, typer.Argument(help="Folder to index.")] = Path("."),
@@ -123,17 +128,20 @@ def index(
     from hydra_rag.indexer import dry_run as do_dry_run
 
     if dry_run:
-        rep = do_dry_run(path, include, exclude)
+        rep = do_dry_run(path, include, exclude, load_settings())
         if as_json:
             print_json({"root": rep.root, "files": [{"path": p, "kind": k} for p, k in rep.files],
-                        "skipped": rep.skipped, "long_lines": rep.long_lines})
+                        "skipped": rep.skipped, "long_lines": rep.long_lines,
+                        "document_problems": rep.document_problems})
             return
         for p, k in rep.files:
             out.print(f"{k:5}  {p}", markup=False, highlight=False)
         say(f"{len(rep.files)} files would be indexed")
         for reason, paths in sorted(rep.skipped.items(), key=lambda kv: -len(kv[1])):
-            say(f"skipped {len(paths):6}  {reason}: {', '.join(paths[:5])}"
+            say(f"skipped {len(paths):6}  {skip_label(reason)}: {', '.join(paths[:5])}"
                 + (" …" if len(paths) > 5 else ""))
+        for rel, problem in list(rep.document_problems.items())[:10]:
+            say(f"  {rel}: {problem}")
         if rep.long_lines:
             say(f"warning {len(rep.long_lines):6}  mostly minified code or data on lines over "
                 f"3,000 characters: {', '.join(rep.long_lines[:5])}"
@@ -158,6 +166,10 @@ def index(
         return
     for line in report.repaired + report.notes:
         say(f"note: {line}")
+    for rel, problem in list(report.document_problems.items())[:10]:
+        say(f"skipped {rel}: {problem}")
+    if len(report.document_problems) > 10:
+        say(f"skipped {len(report.document_problems) - 10} more documents (see --json)")
     skipped = sum(report.files_skipped.values())
     out.print(
         f"{report.root}: {report.files_indexed} indexed, {report.files_unchanged} unchanged, "

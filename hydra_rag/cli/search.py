@@ -27,10 +27,14 @@ from hydra_rag.paths import store_names
 def _show(i: int, h: Any, query: str, label: str, explain: bool) -> None:
     from rich.text import Text
 
+    from hydra_rag.documents import locate
     from hydra_rag.evidence import matching_lines, weak
 
     score = f"{h.score:.4f}" if h.rerank is None else f"reranker {h.rerank:.2f}"
-    head = Text(f"{i:2}. {label}:{h.line_start}-{h.line_end}", style="bold")
+    head = Text(f"{i:2}. {locate(label, h.line_start, h.line_end, h.page_unit, h.page_start, h.page_end)}",
+                style="bold")
+    if h.page_unit:
+        head.append(f"  lines {h.line_start}-{h.line_end}", style="dim")
     head.append(f"  {h.kind} · {score}", style="dim")
     if weak(h, query):
         head.append("  weak: not about this", style="yellow")

@@ -93,3 +93,11 @@ def cite(unit: str, first: int, last: int) -> str:
     short = {"chapter": "ch.", "slide": "slide"}.get(unit, unit)
     plural = {"chapter": "ch.", "slide": "slides"}.get(unit, unit + "s")
     return f"{short} {first}" if first == last else f"{plural} {first}–{last}"
+
+
+def locate(path: str, line_start: int, line_end: int, unit: str = "", first: int = 0,
+           last: int = 0) -> str:
+    """Where a passage is, as a reader looks it up: `report.pdf p. 12` for a document with
+    pages, `path:12-30` otherwise."""
+    anchor = cite(unit, first, last)
+    return f"{path} {anchor}" if anchor else f"{path}:{line_start}-{line_end}"

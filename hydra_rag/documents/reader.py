@@ -48,5 +48,10 @@ class Reader:
             self.cache.put(key, ex)
         return ex, key
 
+    def prune(self, keep: set[str]) -> int:
+        """Drop cached texts of documents no longer indexed (documents skipped later keep
+        none)."""
+        return self.cache.prune(keep) if self.cache is not None and self.write else 0
+
     def close(self) -> None:
         self.sandbox.close()

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from hydra_rag.documents import locate
 from hydra_rag.errors import UsageError
 from hydra_rag.serve.scope import Scope, turn_json
 
@@ -145,7 +146,9 @@ def footer(doc: dict[str, Any]) -> str:
     for s in doc["sources"]:
         where = f"{s['store_name']}:{s['path']}" if s.get("store_name") else s["path"]
         section = f" § {s['section']}" if s.get("section") else ""
-        lines.append(f"[{s['n']}] {where}:{s['line_start']}-{s['line_end']}{section}")
+        place = locate(where, s["line_start"], s["line_end"], s.get("page_unit") or "",
+                       s.get("page_start") or 0, s.get("page_end") or 0)
+        lines.append(f"[{s['n']}] {place}{section}")
     return "\n".join(lines)
 
 
