@@ -21,6 +21,8 @@ MAX_OUTLINE = 20_000  # outline entries read (a hostile outline can be far longe
 
 _WORD = re.compile(r"\w")
 _NONWORD = re.compile(r"\W+")
+_DIGITS = re.compile(r"\d+")
+EDGE = 2  # lines at a page's top and bottom where running heads and page numbers are printed
 
 
 def _norm(s: str) -> str:
@@ -36,6 +38,34 @@ def _page_text(page: object) -> str:
     # PDFium marks a word hyphenated at a line's end with \x02: join the two halves.
     text = text.replace("\x02\r\n", "").replace("\x02\n", "").replace("\x02", "-")
     return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+
+
+def _running(pages: list[list[str]]) -> set[str]:
+    """Running heads and feet (a title, "Page 3 of 12", a bare page number): lines at the top
+    or bottom of at least a tenth of the pages (and 3), digits aside. They repeat on every
+    page, tell nothing and would break every paragraph that turns a page."""
+    if len(pages) < 3:
+        return set()
+    seen: dict[str, int] = {}
+    for lines in pages:
+        body = [ln for ln in lines if ln.strip()]
+        keys = {_edge_key(ln) for ln in body[:EDGE] + body[-EDGE:]}
+        for k in keys:
+            seen[k] = seen.get(k, 0) + 1
+    need = max(3, len(pages) // 10)
+    return {k for k, n in seen.items() if n >= need and k}
+
+
+def _edge_key(line: str) -> str:
+    return _DIGITS.sub("#", " ".join(line.split()).casefold())
+
+
+def _strip_running(lines: list[str], running: set[str]) -> list[str]:
+    if not running:
+        return lines
+    body = [i for i, ln in enumerate(lines) if ln.strip()]
+    edge = set(body[:EDGE] + body[-EDGE:])
+    return [ln for i, ln in enumerate(lines) if i not in edge or _edge_key(ln) not in running]
 
 
 def _outline(pdf: object, pages: int) -> dict[int, list[tuple[int, str]]]:
@@ -93,6 +123,7 @@ def extract(path: Path, b: Builder) -> None:
         pages = len(pdf)
         heads = _outline(pdf, pages)
         with_text = 0
+        texts: list[list[str]] = []
         for index in range(pages):
             try:
                 page = pdf[index]
@@ -104,8 +135,15 @@ def extract(path: Path, b: Builder) -> None:
                 page.close()
             if len(_WORD.findall(text, 0, 4096)) >= MIN_PAGE_TEXT:
                 with_text += 1
+            texts.append(text.split("\n"))
+            b.chars += len(text)  # the text limit holds while pages are gathered
+            if b.chars > b.max_chars:
+                raise Skip("too_large", f"more than {b.max_chars >> 20} MiB of text")
+        b.chars = 0
+        running = _running(texts)
+        for index, page_lines in enumerate(texts):
             b.anchor()
-            lines = text.split("\n")
+            lines = _strip_running(page_lines, running)
             if index in heads:
                 taken = 0
                 for at, level, title in _place(lines, heads[index]):
@@ -114,7 +152,7 @@ def extract(path: Path, b: Builder) -> None:
                     taken = at + 1 if at < len(lines) and _norm(lines[at]).endswith(_norm(title)) else at
                 b.block("\n".join(lines[taken:]))
             else:
-                b.block(text)
+                b.block("\n".join(lines))
         if pages and not with_text:
             raise Skip("scanned", f"{pages} pages, none with a text layer")
     finally:
