@@ -53,6 +53,7 @@ class Question:
     quote: str = ""
     answer: str = ""
     id: str = ""
+    page: tuple[int, int] | None = None  # a document's page (slide, chapter) range, for lines
 
 
 @dataclass
@@ -68,7 +69,7 @@ class Outcome:
     answer: str | None = None
 
 
-def _lines(raw: Any, where: str) -> tuple[int, int] | None:
+def _lines(raw: Any, where: str, key: str = "lines") -> tuple[int, int] | None:
     if raw is None:
         return None
     if isinstance(raw, int) and not isinstance(raw, bool):
@@ -77,7 +78,7 @@ def _lines(raw: Any, where: str) -> tuple[int, int] | None:
         return (raw[0], raw[1])
     if isinstance(raw, str) and (m := re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", raw)):
         return (int(m.group(1)), int(m.group(2) or m.group(1)))
-    raise HydraError(f"{where}: 'lines' must be N, \"A-B\" or [A, B], got {raw!r}")
+    raise HydraError(f"{where}: '{key}' must be N, \"A-B\" or [A, B], got {raw!r}")
 
 
 def load_questions(path: Path) -> list[Question]:
@@ -114,9 +115,12 @@ def load_questions(path: Path) -> list[Question]:
         for key in ("quote", "answer", "id"):
             if key in item and not isinstance(item[key], str | int):
                 raise HydraError(f"{where}: '{key}' must be a string")
+        if "lines" in item and "page" in item:
+            raise HydraError(f"{where}: give 'lines' or 'page', not both")
         out.append(Question(q.strip(), p.strip(), _lines(item.get("lines"), where),
                             str(item.get("quote", "")), str(item.get("answer", "")),
-                            str(item.get("id", len(out) + 1))))
+                            str(item.get("id", len(out) + 1)),
+                            _lines(item.get("page"), where, "page")))
     if not out:
         raise HydraError(f"{path}: no questions in it")
     return out
@@ -147,14 +151,20 @@ class _Located(Protocol):
     def line_end(self) -> int: ...
     @property
     def text(self) -> str: ...
+    @property
+    def page_start(self) -> int: ...
+    @property
+    def page_end(self) -> int: ...
 
 
 def relevant(hit: _Located, q: Question, targets: list[tuple[Path, str]]) -> bool:
     """Is this chunk (a search hit, or a source the chat model was given) the question's
-    passage: its file, overlapping its lines, holding its quote?"""
+    passage: its file, overlapping its lines (or a document's pages), holding its quote?"""
     if not in_target(hit.store, hit.path, targets):
         return False
     if q.lines and (hit.line_end < q.lines[0] or hit.line_start > q.lines[1]):
+        return False
+    if q.page and (not hit.page_start or hit.page_end < q.page[0] or hit.page_start > q.page[1]):
         return False
     return not q.quote or fold(q.quote) in fold(hit.text)
 

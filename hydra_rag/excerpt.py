@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hydra_rag.errors import HydraError
 from hydra_rag.walk import read_indexable, read_text
@@ -29,6 +30,17 @@ class Excerpt:
     total: int  # lines in the file
     section: str  # the headings the first line stands under ("Guide › Install")
     changed: bool  # the file differs from what was indexed (lines may have moved)
+    # A document's pages (slides, chapters) the lines span; lines are its extracted text's
+    page_start: int = 0
+    page_end: int = 0
+    page_unit: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"root": str(self.root), "path": self.path, "line_start": self.line_start,
+                "line_end": self.line_end, "total_lines": self.total,
+                "page_start": self.page_start or None, "page_end": self.page_end or None,
+                "page_unit": self.page_unit or None, "section": self.section,
+                "changed": self.changed}
 
 
 def parse_spec(spec: str) -> tuple[str, int | None, int | None]:
@@ -43,11 +55,13 @@ def parse_spec(spec: str) -> tuple[str, int | None, int | None]:
 
 
 def read_excerpt(target: str | Path, start: int | None = None, end: int | None = None,
-                 scope: list[Path] | None = None, base: Path | None = None) -> Excerpt:
+                 scope: list[Path] | None = None, base: Path | None = None,
+                 page: int | None = None) -> Excerpt:
     """Lines START..END (1-based, inclusive) of an indexed file; START alone gives
     DEFAULT_LINES lines, neither gives the whole file. `target` is absolute, relative to
     `base` (default: the working folder), or — with a `scope` — relative to one of its
-    folders. With a `scope`, only files of those folders are read."""
+    folders. With a `scope`, only files of those folders are read. A document's lines are
+    those of its extracted text, and `page` gives one page (slide, chapter) of it."""
     from hydra_rag.chunk import section_at
     from hydra_rag.retrieve import find_index_root
     from hydra_rag.store import Store
@@ -76,7 +90,13 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
                          f"is new (`hydra-rag index {root} --dry-run` shows why)")
     st = real.stat()
     changed = (st.st_size, st.st_mtime_ns) != (entry.size, entry.mtime_ns)
-    text, why = read_indexable(real, included=False) if changed else read_text(real)
+    doc = entry.doc
+    if doc is not None:
+        text, why, doc = _document_text(real, root, doc, changed)
+    else:
+        text, why = read_indexable(real, included=False) if changed else read_text(real)
+    if page is not None:
+        start, end = _page_lines(rel, doc, page, text)
     if text is None:
         # Changed since indexing into something the walker would not index (a key pasted in,
         # a binary): what search could never show, get does not show either.
@@ -90,9 +110,51 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
         raise HydraError(f"{rel} has {total} lines; line {first} is past its end")
     last = min(last, total)
     from hydra_rag.chunk import markup_of
+    from hydra_rag.documents import anchors
 
+    unit = doc.get("unit", "") if doc else ""
+    pages = anchors(doc.get("starts") or [], first, last) if doc and unit else (0, 0)
     return Excerpt(root, rel, first, last, lines[first - 1 : last], total,
-                   section_at(text, markup_of(rel), first), changed)
+                   section_at(text, "md" if doc else markup_of(rel), first), changed,
+                   pages[0], pages[1], unit if pages[0] else "")
+
+
+def _document_text(real: Path, root: Path, doc: dict[str, Any],
+                   changed: bool) -> tuple[str | None, str, dict[str, Any]]:
+    """A document's extracted text: the one indexed (from the cache), or, when the document
+    changed since, the text it holds now (the index is behind: lines may have moved)."""
+    from hydra_rag.config import load_settings
+    from hydra_rag.documents import Skip, format_of
+    from hydra_rag.documents.cache import Cache
+    from hydra_rag.source import reader_for
+    from hydra_rag.store import Store
+
+    index_dir = Store(root).dir
+    cached = None if changed else Cache(index_dir).get(doc.get("key", ""))
+    if cached is not None:
+        return cached.text, "", doc
+    reader = reader_for(load_settings(), index_dir, write=False)
+    try:
+        ex, key = reader.read(real, format_of(real.name) or doc.get("format", ""))
+    except Skip as s:
+        return None, s.reason, doc
+    finally:
+        reader.close()
+    return ex.text, "", {"key": key, "format": ex.format, "unit": ex.unit, "starts": ex.starts}
+
+
+def _page_lines(rel: str, doc: dict[str, Any] | None, page: int,
+                text: str | None) -> tuple[int, int]:
+    """The lines of page (slide, chapter) `page` of a document."""
+    starts = (doc or {}).get("starts") or []
+    unit = (doc or {}).get("unit") or ""
+    if not unit or not starts:
+        raise HydraError(f"{rel} has no pages: give lines instead (PATH:START-END)")
+    if not 1 <= page <= len(starts):
+        raise HydraError(f"{rel} has {len(starts)} {unit}s; there is no {unit} {page}")
+    total = len(text.splitlines()) if text else 0
+    end = starts[page] - 1 if page < len(starts) else total
+    return starts[page - 1], max(starts[page - 1], end)
 
 
 def _locate(target: str, scope: list[Path] | None, base: Path) -> Path:

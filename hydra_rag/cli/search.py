@@ -20,7 +20,7 @@ from hydra_rag.cli.base import (
     rerank_flags,
     say,
 )
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import store_names
 
 
@@ -209,22 +209,29 @@ def get(
         metavar="PATH[:START[-END]]",
         help="An indexed file, optionally a line or a range of lines (`src/app.py:120-160`; "
              "START alone shows 40 lines).")],
+    page: Annotated[int | None, typer.Option(
+        "--page", metavar="N", min=1,
+        help="One page (slide, chapter) of a document, as search cites it.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Print lines of an indexed file, to read around a search hit."""
+    """Print lines of an indexed file, to read around a search hit. A document (PDF, Word,
+    EPUB…) is shown as the text that was indexed."""
+    from hydra_rag.documents import locate
     from hydra_rag.excerpt import parse_spec, read_excerpt
 
     target, start, end = parse_spec(spec)
-    ex = read_excerpt(target, start, end)
+    if page is not None and start is not None:
+        raise UsageError("give lines (PATH:START-END) or --page, not both")
+    ex = read_excerpt(target, start, end, page=page)
     if ex.changed:
         say(f"warning: {ex.path} changed since it was indexed — run `hydra-rag index {ex.root}`")
     if as_json:
-        print_json({"root": str(ex.root), "path": ex.path, "line_start": ex.line_start,
-                    "line_end": ex.line_end, "total_lines": ex.total, "section": ex.section,
-                    "changed": ex.changed, "lines": ex.lines})
+        print_json({**ex.to_json(), "lines": ex.lines})
         return
     trail = f"  § {ex.section}" if ex.section else ""
-    say(f"{ex.path}:{ex.line_start}-{ex.line_end} of {ex.total}{trail}")
+    where = locate(ex.path, ex.line_start, ex.line_end, ex.page_unit, ex.page_start, ex.page_end)
+    lines = f" (lines {ex.line_start}-{ex.line_end})" if ex.page_unit else ""
+    say(f"{where}{lines} of {ex.total}{trail}")
     width = len(str(ex.line_end))
     for n, line in enumerate(ex.lines, start=ex.line_start):
         sys.stdout.write(f"{n:>{width}}  {line}\n")

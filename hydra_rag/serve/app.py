@@ -202,11 +202,11 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
             if raw is None or raw == "":
                 return None
             if not raw.isdigit():
-                raise UsageError(f"{name} must be a line number")
+                raise UsageError(f"{name} must be a number")
             return int(raw)
 
         doc = await asyncio.to_thread(scope.get, q.get("path", ""), number("start"),
-                                      number("end"))
+                                      number("end"), number("page"))
         return JSONResponse(doc)
 
     async def stores(request: Request) -> Response:

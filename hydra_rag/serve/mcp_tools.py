@@ -57,14 +57,18 @@ def build(scope: Scope) -> Any:
         "Read lines of an indexed file, to see the context around a search hit. path is as "
         "search returned it (relative to its folder; prefix store_name: when several folders "
         "are searched). Without line_start the whole file; with line_start alone 40 lines. "
+        "For a document (PDF, Word, EPUB…) the lines are those of its extracted text, and "
+        "page gives one page (slide, chapter) of it, as search's page_start names it. "
         "Only files the index holds can be read (no ignored files, secrets or files outside "
         "the folders)."))
     async def get(
         path: Annotated[str, Field(description="File path as search returned it.")],
         line_start: Annotated[int | None, Field(ge=1, description="First line (1-based).")] = None,
         line_end: Annotated[int | None, Field(ge=1, description="Last line, inclusive.")] = None,
+        page: Annotated[int | None, Field(ge=1, description=(
+            "A document's page (slide, chapter), instead of lines."))] = None,
     ) -> dict[str, Any]:
-        return await run(lambda: scope.get(path, line_start, line_end))
+        return await run(lambda: scope.get(path, line_start, line_end, page))
 
     @server.tool(description=(
         "Ask the local model a question about the user's folders: it retrieves passages and "

@@ -123,16 +123,16 @@ class Scope:
 
     # -- read ------------------------------------------------------------------------------
 
-    def get(self, path: str, line_start: int | None = None,
-            line_end: int | None = None) -> dict[str, Any]:
+    def get(self, path: str, line_start: int | None = None, line_end: int | None = None,
+            page: int | None = None) -> dict[str, Any]:
         """Lines of an indexed file of the scope (`path` relative to its folder, `NAME:path`,
-        or absolute)."""
+        or absolute), or one page of a document."""
         from hydra_rag.excerpt import read_excerpt
 
-        ex = read_excerpt(path, line_start, line_end, scope=self.roots)
-        return {"store": str(ex.root), "store_name": self.names.get(str(ex.root), ""),
-                "path": ex.path, "line_start": ex.line_start, "line_end": ex.line_end,
-                "total_lines": ex.total, "section": ex.section, "changed": ex.changed,
+        ex = read_excerpt(path, line_start, line_end, scope=self.roots, page=page)
+        doc = ex.to_json()
+        root = doc.pop("root")
+        return {"store": root, "store_name": self.names.get(root, ""), **doc,
                 "text": "\n".join(ex.lines)}
 
     # -- ask -------------------------------------------------------------------------------
