@@ -73,6 +73,8 @@ LIBS = {
     "justext": ("jusText", "justext"),
     "inscriptis": ("inscriptis", "inscriptis"),
     "resiliparse": ("Resiliparse", "resiliparse.extract.html2text"),
+    # what hydra-rag itself does with each format (hydra_rag.documents), in this process
+    "hydra-rag": ("hydra-rag", "hydra_rag.documents.extract"),
 }
 
 _TOKEN = re.compile(r"\w+")
@@ -227,7 +229,8 @@ def pdf_kreuzberg_md(path: Path) -> Out:
     return _kreuzberg(path, "markdown")
 
 
-PDF = [("pypdfium2", "pypdfium2", pdf_pypdfium2), ("pdfminer.six", "pdfminer.six", pdf_pdfminer),
+PDF = [("hydra-rag (pypdfium2)", "hydra-rag", lambda p: _hydra(p, "pdf")),
+       ("pypdfium2", "pypdfium2", pdf_pypdfium2), ("pdfminer.six", "pdfminer.six", pdf_pdfminer),
        ("pypdf", "pypdf", pdf_pypdf), ("kreuzberg", "kreuzberg", pdf_kreuzberg),
        ("kreuzberg markdown", "kreuzberg", pdf_kreuzberg_md)]
 
@@ -291,7 +294,30 @@ def docx_kreuzberg(path: Path) -> Out:
     return _kreuzberg(path, "markdown")
 
 
-DOCX = [("stdlib zip+xml (ref)", None, docx_stdlib), ("python-docx", "python-docx", docx_python_docx),
+def _hydra(path: Path, fmt: str) -> Out:
+    from hydra_rag.documents.extract import extract_file
+
+    ex = extract_file(path, fmt)
+    lines = ex.text.split("\n")
+    pages = None
+    if ex.unit == "page":
+        bounds = [*[s - 1 for s in ex.starts], len(lines)]
+        pages = ["\n".join(lines[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return Out(ex.text, md_headings(ex.text), pages)
+
+
+def html_hydra(html: str) -> Out:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".html", encoding="utf-8") as f:
+        f.write(html)
+        f.flush()
+        return _hydra(Path(f.name), "html")
+
+
+DOCX = [("stdlib zip+xml (ref)", None, docx_stdlib),
+        ("hydra-rag (python-docx)", "hydra-rag", lambda p: _hydra(p, "docx")),
+        ("python-docx", "python-docx", docx_python_docx),
         ("docx2python", "docx2python", docx_docx2python), ("mammoth", "mammoth", docx_mammoth),
         ("kreuzberg", "kreuzberg", docx_kreuzberg)]
 
@@ -330,7 +356,9 @@ def odt_kreuzberg(path: Path) -> Out:
     return _kreuzberg(path, "markdown")
 
 
-ODT = [("stdlib zip+xml (ref)", None, odt_stdlib), ("kreuzberg", "kreuzberg", odt_kreuzberg)]
+ODT = [("stdlib zip+xml (ref)", None, odt_stdlib),
+       ("hydra-rag (lxml)", "hydra-rag", lambda p: _hydra(p, "odt")),
+       ("kreuzberg", "kreuzberg", odt_kreuzberg)]
 
 
 def epub_spine(path: Path) -> list[str]:
@@ -362,6 +390,7 @@ def epub_kreuzberg(path: Path) -> Out:
 
 
 EPUB = [("stdlib zip+html.parser (ref)", None, epub_stdlib),
+        ("hydra-rag (lxml)", "hydra-rag", lambda p: _hydra(p, "epub")),
         ("zip spine + inscriptis", "inscriptis", epub_inscriptis),
         ("kreuzberg", "kreuzberg", epub_kreuzberg)]
 
@@ -416,6 +445,7 @@ def html_kreuzberg(html: str) -> Out:
 
 
 HTML = [("stdlib html.parser (ref)", None, stdlib_html),
+        ("hydra-rag (lxml, landmarks)", "hydra-rag", html_hydra),
         ("trafilatura", "trafilatura", html_trafilatura),
         ("trafilatura favor_recall", "trafilatura", html_trafilatura_recall),
         ("readability-lxml", "readability-lxml", html_readability),

@@ -49,12 +49,30 @@ def _boilerplate(el: Any) -> bool:
     return tag not in ("body", "main", "article", "html") and bool(_BOILER.search(marks))
 
 
+# A block this short or shorter whose text is mostly link text is navigation ("Next: Types,
+# Previous: Size, Up: Index", a menu, a list of related pages), whatever its markup.
+_NAV_CHARS = 600
+_NAV_LINK_SHARE = 0.5
+_NAV_BLOCKS = {"div", "p", "ul", "ol", "table", "header", "section", "dl", "center"}
+
+
+def _link_list(el: Any) -> bool:
+    if _tag(el) not in _NAV_BLOCKS or el.xpath(".//h1|.//h2|.//h3|.//h4|.//h5|.//h6"):
+        return False
+    text = _SPACE.sub("", el.text_content())
+    if not text or len(text) > _NAV_CHARS:
+        return False
+    linked = sum(len(_SPACE.sub("", a.text_content())) for a in el.iter("a"))
+    return linked >= _NAV_LINK_SHARE * len(text)
+
+
 class _Blocks:
     """Turns an element tree into Builder blocks: inline text gathered into paragraphs."""
 
-    def __init__(self, b: Builder) -> None:
+    def __init__(self, b: Builder, link_lists: bool = True) -> None:
         self.b = b
         self.buf: list[str] = []
+        self.link_lists = link_lists  # drop blocks that are mostly links
 
     def flush(self) -> None:
         text = "".join(self.buf)
@@ -64,7 +82,7 @@ class _Blocks:
 
     def walk(self, el: Any, pre: bool = False) -> None:
         tag = _tag(el)
-        if tag and _boilerplate(el) and tag != "body":
+        if tag and tag != "body" and (_boilerplate(el) or (self.link_lists and _link_list(el))):
             return
         if tag in _HEADINGS:
             self.flush()
@@ -121,11 +139,15 @@ def html(path: Path, b: Builder) -> None:
     doc = _parse_html(path.read_bytes())
     title = doc.findtext(".//title") or ""
     root = _content_root(doc)
-    blocks = _Blocks(b)
     if title.strip() and not root.xpath(".//h1"):
         b.heading(1, title)
+    blocks = _Blocks(b)
     blocks.walk(root)
     blocks.flush()
+    if not b.has_text():  # a page that is a list of links (a site map, a manual's index)
+        blocks = _Blocks(b, link_lists=False)
+        blocks.walk(root)
+        blocks.flush()
 
 
 # -- EPUB -----------------------------------------------------------------------------------
