@@ -57,6 +57,8 @@ def _svg(path_chars: int) -> str:
 
 
 # A generated HTML manual page: the whole body on one line of markup (libxslt's pages are so).
+# A generated manual page on one long line, saved as XML (an .html page would be read as a
+# document, its text extracted).
 _HTML_PAGE = ("<html>\n<head><title>Module xslt</title></head>\n<body>"
               + "".join(f'<tr><td><a href="libxslt-{i}.html"><img src="left.png" width="24" '
                         f'alt="Prev" /></a></td><th align="left">xsltFunction{i}</th></tr>'
@@ -133,7 +135,7 @@ def junk_tree(tmp_path: Path) -> Path:
                        "    MIIEowIBAAKCAQEA...\n    -----END RSA PRIVATE KEY-----\n",
         "docs/ca.md": "# Our CA\n\n" + _prose(3000) + "\n\n```\n" + _pem("CERTIFICATE") + "```\n",
         "docs/transcript.txt": _prose(40_000) + "\n",
-        "docs/manual.html": _HTML_PAGE,
+        "docs/manual.xml": _HTML_PAGE,
         "src/cli.py": Path(argparse.__file__).read_text(encoding="utf-8"),
     })
 
@@ -148,9 +150,9 @@ def test_junk_is_skipped_with_a_reason_each(junk_tree: Path) -> None:
         "enormous_line": {"static/app.js", "data/dump.json"},
     }
     assert dict(rep.files) == {"docs/tls.md": "prose", "docs/ca.md": "prose",
-                               "docs/transcript.txt": "prose", "docs/manual.html": "code",
+                               "docs/transcript.txt": "prose", "docs/manual.xml": "code",
                                "src/cli.py": "code"}
-    assert rep.long_lines == ["docs/manual.html"]
+    assert rep.long_lines == ["docs/manual.xml"]
 
 
 def test_include_brings_junk_back(junk_tree: Path) -> None:
@@ -184,15 +186,15 @@ def test_cli_dry_run_shows_the_reasons(junk_tree: Path, tmp_path: Path) -> None:
 def test_index_warns_of_minified_or_data_files(home: Path, tmp_path: Path) -> None:
     root = write_tree(tmp_path / "w", {
         "static/app.js": _minified_js(12_000),
-        "docs/manual.html": _HTML_PAGE,
+        "docs/manual.xml": _HTML_PAGE,
         "README.md": "# Demo\n\nA small project that serves a page.\n",
     })
     rep = index_folder(root, load_settings())
     assert rep.files_skipped["enormous_line"] == 1 and rep.files_indexed == 2
-    assert rep.long_lines == ["docs/manual.html"]
-    assert [n for n in rep.notes if "docs/manual.html" in n] == [
+    assert rep.long_lines == ["docs/manual.xml"]
+    assert [n for n in rep.notes if "docs/manual.xml" in n] == [
         "1 indexed file is mostly minified code or data on lines over 3,000 characters, cut "
-        "mid-line into chunks that search poorly: docs/manual.html (--exclude or a .hydraignore "
+        "mid-line into chunks that search poorly: docs/manual.xml (--exclude or a .hydraignore "
         "leaves them out)"]
     # The skip is remembered for the unchanged file, yet an --include naming it reads it again.
     assert index_folder(root, load_settings()).files_skipped["enormous_line"] == 1

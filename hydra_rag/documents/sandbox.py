@@ -70,7 +70,8 @@ class Sandbox:
         with self._lock:
             proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
             assert proc.stdin is not None and proc.stdout is not None
-            req = json.dumps({"path": str(path), "format": fmt, "max_chars": self.max_chars})
+            req = json.dumps({"path": str(path), "format": fmt, "max_chars": self.max_chars,
+                              "cpu_s": self.timeout + 5})
             deadline = time.monotonic() + self.timeout
             try:
                 proc.stdin.write(req.encode() + b"\n")

@@ -43,7 +43,12 @@ def main() -> None:
     for line in sys.stdin.buffer:
         if not line.strip():
             continue
-        data = json.dumps(_answer(json.loads(line), memory_mb)).encode()
+        req = json.loads(line)
+        # A CPU bound too, should the parent be gone and its wall-clock bound with it.
+        use = resource.getrusage(resource.RUSAGE_SELF)
+        budget = int(use.ru_utime + use.ru_stime + float(req.get("cpu_s", 600))) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (budget, resource.RLIM_INFINITY))
+        data = json.dumps(_answer(req, memory_mb)).encode()
         out.write(len(data).to_bytes(8, "big") + data)
         out.flush()
 
