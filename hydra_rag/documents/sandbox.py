@@ -90,15 +90,23 @@ class Sandbox:
         raise Skip(answer.get("skip") or "corrupt", answer.get("detail") or "")
 
     def close(self) -> None:
-        with self._lock:
-            proc = self._proc
-            if proc is not None and proc.poll() is None and proc.stdin is not None:
-                try:
-                    proc.stdin.close()  # the worker's loop ends
-                    proc.wait(timeout=2)
-                    self._proc = None
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
+        """Stop the worker. Never waits for an extraction in progress (an interrupted run must
+        not sit out a document's time bound): the worker is killed under it."""
+        proc = self._proc
+        if proc is None:
+            return
+        if self._lock.acquire(blocking=False):
+            try:
+                if proc.poll() is None and proc.stdin is not None:
+                    try:
+                        proc.stdin.close()  # the worker's loop ends
+                        proc.wait(timeout=2)
+                    except (OSError, subprocess.TimeoutExpired):
+                        pass
+                self._kill()
+            finally:
+                self._lock.release()
+        else:
             self._kill()
 
     def __enter__(self) -> Sandbox:
