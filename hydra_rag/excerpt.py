@@ -110,11 +110,12 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
         raise HydraError(f"{rel} has {total} lines; line {first} is past its end")
     last = min(last, total)
     from hydra_rag.chunk import markup_of
-    from hydra_rag.documents import anchors
+    from hydra_rag.documents import text_anchors
 
     unit = doc.get("unit", "") if doc else ""
-    pages = anchors(doc.get("starts") or [], first, last) if doc and unit else (0, 0)
-    return Excerpt(root, rel, first, last, lines[first - 1 : last], total,
+    shown = lines[first - 1 : last]
+    pages = text_anchors(doc.get("starts") or [], first, "\n".join(shown)) if doc and unit else (0, 0)
+    return Excerpt(root, rel, first, last, shown, total,
                    section_at(text, "md" if doc else markup_of(rel), first), changed,
                    pages[0], pages[1], unit if pages[0] else "")
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
-from hydra_rag.documents import anchors, cite
+from hydra_rag.documents import cite, text_anchors
 from hydra_rag.embed import EmbedClient, connect
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
@@ -641,7 +641,8 @@ class Searcher:
                 documents[r["store"]] = self._documents(r["store"])
             doc = documents[r["store"]].get(r["path"])
             unit = doc.get("unit", "") if doc else ""
-            first, last = anchors(doc.get("starts") or [], ls, le) if unit and doc else (0, 0)
+            first, last = (text_anchors(doc.get("starts") or [], ls, r["text"]) if unit and doc
+                           else (0, 0))
             hits.append(Hit(r["store"], r["path"], r["kind"], ls, le, r["text"], score, ranks,
                             r["id"], found.similarity.get(key), section=r.get("section") or "",
                             embedder=found.embedder.get(key, ""),

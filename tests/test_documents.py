@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import docmaker
 import pytest
 
+import docmaker
 from conftest import run_cli
 from hydra_rag.chunk import section_at
-from hydra_rag.documents import Skip, anchors, cite, format_of, locate
+from hydra_rag.documents import Skip, anchors, cite, format_of, locate, text_anchors
 from hydra_rag.documents.extract import extract_file, is_page
 from hydra_rag.documents.sandbox import Sandbox
 
@@ -130,8 +130,6 @@ def test_html_page_keeps_the_article_and_drops_the_rest(tmp_path: Path) -> None:
         assert dropped not in ex.text, dropped
 
 
-@pytest.mark.xfail(strict=True, reason="web.html parses the file's bytes with lxml.html, which "
-                   "takes a page that declares no charset for Latin-1: UTF-8 text becomes mojibake")
 def test_a_utf8_page_without_a_charset_keeps_its_letters(tmp_path: Path) -> None:
     page = tmp_path / "gruss.html"
     page.write_bytes("<!DOCTYPE html><html><head><title>Post</title></head><body><article>"
@@ -146,9 +144,6 @@ def test_a_template_is_not_a_page() -> None:
     assert format_of("templates/invoices.html") == "html" and format_of("a/b.pdf.txt") is None
 
 
-@pytest.mark.xfail(strict=True, reason="extract.is_page looks for template syntax in the whole "
-                   "file, <script> included: a saved page whose script uses a JS template "
-                   "literal (`${...}`) is indexed as raw code")
 def test_a_page_with_a_script_template_literal_is_still_a_page() -> None:
     data = (b"<!DOCTYPE html><html><body><article><p>Release notes for version two.</p>"
             b"</article><script>fetch(`${location.origin}/api/stats`);</script></body></html>")
@@ -163,16 +158,14 @@ def test_cite(unit: str, first: int, last: int, want: str) -> None:
     assert cite(unit, first, last) == want
 
 
-@pytest.mark.xfail(strict=True, reason="a chunk that begins on the blank line closing a page "
-                   "(the chunker starts a section's chunk there) is cited for that page too: "
-                   "anchors() counts blank lines, handbook.docx 'pp. 1–2' for text all on p. 2")
 def test_a_chunk_is_cited_only_for_pages_it_has_text_on(tmp_path: Path) -> None:
     from hydra_rag.chunk import chunk_text
 
     ex = extract_file(docmaker.handbook_docx(tmp_path / "h.docx", filler=4), "docx")
     lines = ex.text.splitlines()
     for ch in chunk_text(ex.text, markup="md"):
-        first, last = anchors(ex.starts, ch.line_start, ch.line_end)
+        # what search cites (hydra_rag.retrieve): anchors by the chunk's text
+        first, last = text_anchors(ex.starts, ch.line_start, ch.text)
         for page in range(first, last + 1):
             begin = max(ch.line_start, ex.starts[page - 1])
             end = min(ch.line_end, ex.starts[page] - 1 if page < len(ex.starts) else len(lines))

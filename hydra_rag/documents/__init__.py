@@ -84,6 +84,16 @@ def anchors(starts: list[int], line_start: int, line_end: int) -> tuple[int, int
     return first, last
 
 
+def text_anchors(starts: list[int], line_start: int, text: str) -> tuple[int, int]:
+    """`anchors` of a chunk by its text: blank lines at its ends (the gap before a new page
+    belongs to the page before it) do not count."""
+    lines = text.split("\n")
+    filled = [i for i, ln in enumerate(lines) if ln.strip()]
+    if not filled:
+        return anchors(starts, line_start, line_start)
+    return anchors(starts, line_start + filled[0], line_start + filled[-1])
+
+
 def cite(unit: str, first: int, last: int) -> str:
     """`p. 12`, `pp. 12–13`, `slide 4`, `ch. 3`… ("" without anchors)."""
     if not unit or not first:

@@ -12,10 +12,12 @@ from hydra_rag.documents.text import MAX_CHARS, Builder
 # syntax: templates and partials in a code base stay code, searched as written.
 _PAGE = re.compile(rb"<!doctype\s+html|<html[\s>]", re.I)
 _TEMPLATE = re.compile(rb"\{\{|\{%|<%|<\?php|\{#|\$\{")
+# where template syntax is a page's content, not its making: scripts, styles, code examples
+_VERBATIM = re.compile(rb"<(script|style|pre|code|textarea)\b.*?</\1\s*>", re.I | re.S)
 
 
 def is_page(head: bytes, data: bytes) -> bool:
-    return bool(_PAGE.search(head)) and not _TEMPLATE.search(data)
+    return bool(_PAGE.search(head)) and not _TEMPLATE.search(_VERBATIM.sub(b"", data))
 
 
 def extract_file(path: Path, fmt: str, max_chars: int = MAX_CHARS) -> Extracted:

@@ -125,12 +125,24 @@ def _content_root(doc: Any) -> Any:
     return body if body is not None else doc
 
 
+_DECLARED = re.compile(rb"<meta[^>]+charset|<\?xml[^>]+encoding", re.I)
+
+
 def _parse_html(data: bytes) -> Any:
+    """An HTML document's tree. Its encoding: a BOM or a declared charset, as lxml reads
+    them; else UTF-8 when the bytes are UTF-8 (lxml alone would take Latin-1), else cp1252."""
     import lxml.html
     from lxml import etree
 
+    encoding = None
+    if not data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")) and not _DECLARED.search(data[:4096]):
+        try:
+            data.decode("utf-8")
+            encoding = "utf-8"
+        except UnicodeDecodeError:
+            encoding = "cp1252"
     try:
-        return lxml.html.document_fromstring(data)
+        return lxml.html.document_fromstring(data, parser=lxml.html.HTMLParser(encoding=encoding))
     except (etree.ParserError, ValueError) as exc:
         raise Skip("corrupt", f"not readable HTML ({exc})") from None
 
