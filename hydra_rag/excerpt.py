@@ -127,7 +127,7 @@ def _document_text(real: Path, root: Path, doc: dict[str, Any],
     from hydra_rag.config import load_settings
     from hydra_rag.documents import Skip, format_of
     from hydra_rag.documents.cache import Cache
-    from hydra_rag.source import reader_for
+    from hydra_rag.index.source import reader_for
     from hydra_rag.store import Store
 
     index_dir = Store(root).dir

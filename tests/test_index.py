@@ -19,7 +19,7 @@ from hydra_rag import registry
 from hydra_rag.config import load_settings
 from hydra_rag.doctor import check_index
 from hydra_rag.errors import IndexLocked
-from hydra_rag.indexer import index_folder
+from hydra_rag.index import index_folder
 from hydra_rag.locks import file_lock
 from hydra_rag.retrieve import Searcher
 from hydra_rag.store import Store

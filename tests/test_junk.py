@@ -14,7 +14,7 @@ import pytest
 
 from conftest import run_cli, write_tree
 from hydra_rag.config import load_settings
-from hydra_rag.indexer import dry_run, index_folder
+from hydra_rag.index import dry_run, index_folder
 from hydra_rag.store import Store
 from hydra_rag.walk import ENORMOUS_LINE, LONG_LINE, content_skip, mostly_long_lines
 

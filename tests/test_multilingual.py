@@ -17,7 +17,7 @@ from hydra_rag.config import load_settings
 from hydra_rag.convert_e5s1 import read_e5s1
 from hydra_rag.doctor import check_index
 from hydra_rag.embed import quiet_llama
-from hydra_rag.indexer import index_folder
+from hydra_rag.index import index_folder
 from hydra_rag.retrieve import Searcher
 
 E5 = "multilingual-e5-small"

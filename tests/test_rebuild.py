@@ -19,7 +19,7 @@ import yaml
 from conftest import run_cli, write_tree
 from hydra_rag.config import load_settings
 from hydra_rag.doctor import check_index
-from hydra_rag.indexer import index_folder
+from hydra_rag.index import index_folder
 from hydra_rag.rebuild import PAUSE_ENV
 from hydra_rag.retrieve import Searcher
 from hydra_rag.store import Store

@@ -124,8 +124,8 @@ def index(
 ) -> None:
     """Index a folder into <folder>/.hydra-index (incremental; re-runs only read what changed)."""
     from hydra_rag.config import load_settings
-    from hydra_rag.indexer import IndexInterrupted, index_folder
-    from hydra_rag.indexer import dry_run as do_dry_run
+    from hydra_rag.index import IndexInterrupted, index_folder
+    from hydra_rag.index import dry_run as do_dry_run
 
     if dry_run:
         rep = do_dry_run(path, include, exclude, load_settings())

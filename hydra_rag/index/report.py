@@ -1,0 +1,73 @@
+"""What an index run reports: progress as it goes, the summary at the end, a dry run's list, and
+the interruption that says what was kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Progress:
+    """One progress report: what stage, how far (files and bytes), and chunks embedded."""
+
+    stage: str
+    files_done: int = 0
+    files_total: int = 0
+    bytes_done: int = 0
+    bytes_total: int = 0
+    chunks_done: int = 0
+    message: str = ""
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+class IndexInterrupted(KeyboardInterrupt):
+    """An index run stopped by Ctrl-C (or SIGTERM); the message says what was kept and what
+    the next run does. A KeyboardInterrupt still, so that it is never taken for an error."""
+
+
+@dataclass
+class IndexReport:
+    """The summary of one `index` run (what `--json` prints)."""
+
+    root: str
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    files_removed: int = 0
+    files_skipped: dict[str, int] = field(default_factory=dict)
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    chunks_reused: int = 0
+    chunks_total: dict[str, int] = field(default_factory=dict)
+    embedders: dict[str, str] = field(default_factory=dict)
+    rebuilt: bool = False
+    rebuild_reason: str = ""
+    repaired: list[str] = field(default_factory=list)
+    languages: dict[str, str] = field(default_factory=dict)  # table → language of its analysis
+    contextualized_by: str = ""  # the chat model that writes chunk contexts ("" = off)
+    contexts_written: int = 0  # contexts the model wrote in this run (the rest came from cache)
+    notes: list[str] = field(default_factory=list)
+    # files indexed though mostly minified code or data on long lines (a note warns of them)
+    long_lines: list[str] = field(default_factory=list)
+    # documents skipped for their content, with what was wrong ("encrypted: password-protected")
+    document_problems: dict[str, str] = field(default_factory=dict)
+    documents_extracted: int = 0  # documents read by the extractor (the rest came from its cache)
+    elapsed_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class DryRunReport:
+    """What an `index` run would index, and per reason what it would skip."""
+
+    root: str
+    files: list[tuple[str, str]]  # (path, kind)
+    skipped: dict[str, list[str]]
+    long_lines: list[str] = field(default_factory=list)  # files an index run would warn about
+    document_problems: dict[str, str] = field(default_factory=dict)  # path → "reason: detail"

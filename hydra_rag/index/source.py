@@ -1,0 +1,94 @@
+"""What a walked file gives the index: its text (a document's extracted text), its kind (code or
+prose), the markup its sections are read by, and a document's extraction record; or why it is
+skipped. One function, for `index` and `index --dry-run` alike; and the dry run itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra_rag.chunk import markup_of
+from hydra_rag.classify import PROSE, classify
+from hydra_rag.config import Settings
+from hydra_rag.documents import Skip, format_of
+from hydra_rag.documents.reader import Reader
+from hydra_rag.errors import HydraError
+from hydra_rag.index.report import DryRunReport
+from hydra_rag.store import Store
+from hydra_rag.walk import Candidate, Walker, content_skip, mostly_long_lines, read_indexable
+
+
+@dataclass(frozen=True)
+class Source:
+    text: str | None  # None: skipped for `skip`
+    kind: str = ""
+    markup: str | None = None
+    doc: dict[str, Any] | None = None  # {"key", "format", "unit", "starts"} of a document
+    skip: str = ""
+    detail: str = ""  # what made a document unreadable ("password-protected", "page 3: …")
+
+
+def reader_for(settings: Any, index_dir: Path | None, write: bool = True) -> Reader:
+    return Reader(settings.document_timeout, settings.document_memory_mb, index_dir, write)
+
+
+def read_source(root: Path, cand: Candidate, reader: Reader | None) -> Source:
+    path = root / cand.rel
+    fmt = format_of(cand.rel)
+    if fmt and reader is not None and reader.wants(path, fmt):
+        try:
+            ex, key = reader.read(path, fmt)
+        except Skip as s:
+            return Source(None, skip=s.reason, detail=s.detail)
+        if not cand.included and (why := content_skip(ex.text)):
+            return Source(None, skip=why)
+        return Source(ex.text, PROSE, "md",
+                      {"key": key, "format": ex.format, "unit": ex.unit, "starts": ex.starts})
+    text, why = read_indexable(path, cand.included)
+    if text is None:
+        return Source(None, skip=why)
+    return Source(text, classify(cand.rel, text[:200]), markup_of(cand.rel))
+
+
+def resolve_root(path: Path) -> Path:
+    """The folder to index, absolute; a clear error if it is not a folder."""
+    p = path.expanduser()
+    if not p.exists():
+        raise HydraError(f"{path} does not exist")
+    if not p.is_dir():
+        raise HydraError(f"{path} is not a folder")
+    return p.resolve()
+
+
+def dry_run(root: Path, include: list[str] | None = None,
+            exclude: list[str] | None = None, settings: Settings | None = None) -> DryRunReport:
+    """Walk and read like a real run, without touching the index (documents are extracted,
+    or taken from the index's cache of extracted texts, which is not written)."""
+    root = resolve_root(root)
+    settings = settings or Settings()
+    walked = walker(root, include, exclude, settings).walk()
+    files, long_lines = [], []
+    problems: dict[str, str] = {}
+    skipped = {k: list(v) for k, v in walked.skipped_paths.items()}
+    index_dir = Store(root).dir
+    reader = reader_for(settings, index_dir if index_dir.is_dir() else None, write=False)
+    try:
+        for cand in walked.files:
+            src = read_source(root, cand, reader)
+            if src.text is None:
+                skipped.setdefault(src.skip, []).append(cand.rel)
+                if src.detail:
+                    problems[cand.rel] = f"{src.skip}: {src.detail}"
+            else:
+                files.append((cand.rel, src.kind))
+                if mostly_long_lines(src.text):
+                    long_lines.append(cand.rel)
+    finally:
+        reader.close()
+    return DryRunReport(str(root), files, skipped, long_lines, problems)
+
+
+def walker(root: Path, include: list[str] | None, exclude: list[str] | None,
+            settings: Settings) -> Walker:
+    return Walker(root, include, exclude, max_document_bytes=int(settings.max_document_mb * (1 << 20)))
