@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.walk import read_indexable, read_text
 
 DEFAULT_LINES = 40  # lines shown from START when no END is given
@@ -96,6 +96,8 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
     else:
         text, why = read_indexable(real, included=False) if changed else read_text(real)
     if page is not None:
+        if start is not None:
+            raise UsageError("give lines or a page, not both")
         start, end = _page_lines(rel, doc, page, text)
     if text is None:
         # Changed since indexing into something the walker would not index (a key pasted in,
@@ -155,7 +157,9 @@ def _page_lines(rel: str, doc: dict[str, Any] | None, page: int,
         raise HydraError(f"{rel} has {len(starts)} {unit}s; there is no {unit} {page}")
     total = len(text.splitlines()) if text else 0
     end = starts[page] - 1 if page < len(starts) else total
-    return starts[page - 1], max(starts[page - 1], end)
+    if end < starts[page - 1] or starts[page - 1] > total:
+        raise HydraError(f"{unit} {page} of {rel} is blank (no text on it)")
+    return starts[page - 1], end
 
 
 def _locate(target: str, scope: list[Path] | None, base: Path) -> Path:

@@ -219,15 +219,15 @@ class Store:
             raise IndexError_(f"{self.files_path} is corrupt: {exc}") from None
 
     def write_files(self, files: dict[str, FileEntry]) -> None:
-        doc = {"version": FORMAT_VERSION,
-               "files": {rel: files[rel].to_json() for rel in sorted(files)}}
-        write_atomic(self.files_path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
         # The documents' anchors, apart: what a search needs to cite a page, without reading
-        # the whole of files.json.
+        # the whole of files.json. Written first: searchers re-read it when files.json changes.
         docs = {rel: e.doc for rel, e in files.items() if e.doc is not None and e.kind}
         if docs or self.documents_path.exists():
             write_atomic(self.documents_path,
                          json.dumps(docs, ensure_ascii=False, separators=(",", ":")))
+        doc = {"version": FORMAT_VERSION,
+               "files": {rel: files[rel].to_json() for rel in sorted(files)}}
+        write_atomic(self.files_path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
 
     def read_documents(self) -> dict[str, dict[str, Any]]:
         """documents.json: path → the document's extraction record; {} when there is none."""

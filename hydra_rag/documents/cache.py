@@ -53,7 +53,7 @@ class Cache:
             return 0
         for e in entries:
             key = e.name.split(".", 1)[0]
-            if key not in keep:
+            if key not in keep or ".tmp" in e.name:  # a write a crash interrupted
                 try:
                     os.unlink(e.path)
                     removed += 1

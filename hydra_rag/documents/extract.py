@@ -11,13 +11,22 @@ from hydra_rag.documents.text import MAX_CHARS, Builder
 # An HTML file is a page to read when it says so (a doctype or <html>) and holds no template
 # syntax: templates and partials in a code base stay code, searched as written.
 _PAGE = re.compile(rb"<!doctype\s+html|<html[\s>]", re.I)
-_TEMPLATE = re.compile(rb"\{\{|\{%|<%|<\?php|\{#|\$\{")
-# where template syntax is a page's content, not its making: scripts, styles, code examples
-_VERBATIM = re.compile(rb"<(script|style|pre|code|textarea)\b.*?</\1\s*>", re.I | re.S)
+# Template syntax, and the elements where it is a page's content rather than its making
+# (scripts, styles, code examples), scanned in one pass: linear however the tags nest or fail
+# to close.
+_SCAN = re.compile(rb"<(/?)(script|style|pre|code|textarea)\b|\{\{|\{%|<%|<\?php|\{#|\$\{", re.I)
 
 
 def is_page(head: bytes, data: bytes) -> bool:
-    return bool(_PAGE.search(head)) and not _TEMPLATE.search(_VERBATIM.sub(b"", data))
+    if not _PAGE.search(head):
+        return False
+    depth = 0
+    for m in _SCAN.finditer(data):
+        if m.group(2):
+            depth = max(0, depth - 1) if m.group(1) else depth + 1
+        elif depth == 0:
+            return False  # template syntax outside scripts and code: a template
+    return True
 
 
 def extract_file(path: Path, fmt: str, max_chars: int = MAX_CHARS) -> Extracted:

@@ -53,17 +53,85 @@ def _outline_level(p: Any) -> int:
     return 0
 
 
-def _docx_table(table: Any) -> str:
-    rows = []
-    for row in table.rows:
-        cells: list[str] = []
-        for cell in row.cells:
-            text = " ".join(cell.text.split())
-            if not cells or cells[-1] != text:  # a merged cell repeats
-                cells.append(text)
-        if any(cells):
-            rows.append(" | ".join(cells))
-    return "\n".join(rows)
+class _Docx:
+    """A DOCX body in document order: paragraphs, tables and content controls (w:sdt, common in
+    forms and contracts), each paragraph cut where a page begins inside it."""
+
+    def __init__(self, doc: Any, b: Builder) -> None:
+        self.doc = doc
+        self.b = b
+        # Word records where pages broke when it last laid the file out; without that (files
+        # written by programs), explicit page breaks are all there is.
+        self.rendered = bool(doc.element.body.xpath(".//w:lastRenderedPageBreak"))
+
+    def _page_break(self, el: Any) -> bool:
+        if self.rendered:
+            return bool(el.tag == _w("lastRenderedPageBreak"))
+        return bool(el.tag == _w("br") and el.get(_w("type")) == "page")
+
+    def segments(self, p: Any) -> list[str]:
+        """A paragraph's text, one piece per page it is on."""
+        parts: list[list[str]] = [[]]
+        for el in p.iter():
+            tag = el.tag
+            if tag == _w("t"):
+                parts[-1].append(el.text or "")
+            elif tag == _w("tab"):
+                parts[-1].append("\t")
+            elif self._page_break(el):
+                parts.append([])
+            elif tag in (_w("br"), _w("cr")) and el.get(_w("type")) != "page":
+                parts[-1].append("\n")
+        return ["".join(part) for part in parts]
+
+    def paragraph(self, p: Any) -> None:
+        from docx.text.paragraph import Paragraph
+
+        if not self.rendered and p.xpath("./w:pPr/w:pageBreakBefore[not(@w:val='0' or "
+                                         "@w:val='false')]"):
+            self.b.anchor()
+        level = _outline_level(Paragraph(p, self.doc._body))
+        for i, text in enumerate(self.segments(p)):
+            if i:
+                self.b.anchor()
+            if level:
+                self.b.heading(level, text)
+            else:
+                self.b.block(text)
+
+    def table(self, tbl: Any) -> None:
+        rows: list[str] = []
+        for tr in tbl.iterchildren(_w("tr")):
+            cells: list[str] = []
+            breaks = 0
+            for tc in tr.iterchildren(_w("tc")):
+                pieces = [self.segments(p) for p in tc.iter(_w("p"))]
+                breaks = max(breaks, sum(len(x) - 1 for x in pieces))
+                text = " ".join(" ".join(" ".join(x).split()) for x in pieces).strip()
+                if not cells or cells[-1] != text:  # a merged cell repeats
+                    cells.append(text)
+            if breaks:  # the row goes over to a new page (each cell records it)
+                self.b.block("\n".join(rows))
+                rows = []
+                for _ in range(breaks):
+                    self.b.anchor()
+            if any(cells):
+                rows.append(" | ".join(cells))
+        self.b.block("\n".join(rows))
+
+    def walk(self, parent: Any) -> None:
+        for el in parent.iterchildren():
+            tag = el.tag
+            if tag == _w("p"):
+                self.paragraph(el)
+            elif tag == _w("tbl"):
+                self.table(el)
+            elif tag == _w("sdt"):
+                content = el.find(_w("sdtContent"))
+                if content is not None:
+                    self.walk(content)
+            elif tag in (_w("customXml"), _w("smartTag")):
+                self.walk(el)
 
 
 def docx(path: Path, b: Builder) -> None:
@@ -75,25 +143,8 @@ def docx(path: Path, b: Builder) -> None:
         doc = python_docx.Document(str(path))
     except (PackageNotFoundError, KeyError, ValueError) as exc:
         raise Skip("corrupt", f"not a Word document ({exc})") from None
-    body = doc.element.body
-    rendered = bool(body.xpath(".//w:lastRenderedPageBreak"))
-    breaks = ".//w:lastRenderedPageBreak" if rendered else './/w:br[@w:type="page"]'
     b.anchor()
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
-
-    for item in doc.iter_inner_content():
-        if isinstance(item, Paragraph):
-            el = item._p
-            if el.xpath(breaks) or (not rendered and el.xpath("./w:pPr/w:pageBreakBefore")):
-                b.anchor()
-            level = _outline_level(item)
-            if level:
-                b.heading(level, item.text)
-            else:
-                b.block(item.text)
-        elif isinstance(item, Table):
-            b.block(_docx_table(item))
+    _Docx(doc, b).walk(doc.element.body)
     if len(b.starts) == 1:
         b.no_anchors()  # no page breaks recorded: the pages are not known
 
@@ -109,46 +160,75 @@ def _t(tag: str) -> str:
     return f"{{{_TEXT}}}{tag}"
 
 
-def _odf_text(el: Any) -> str:
-    """A paragraph's text: spaces (text:s), tabs and line breaks spelled out; notes dropped."""
-    out = [el.text or ""]
+def _odf_segments(el: Any, pages: bool) -> list[str]:
+    """A paragraph's text, one piece per page it is on (cut at text:soft-page-break when the
+    document records pages): spaces (text:s), tabs and line breaks spelled out; notes dropped."""
+    parts: list[list[str]] = [[el.text or ""]]
     for child in el:
         tag = child.tag
-        if tag == _t("s"):
-            out.append(" " * int(child.get(_t("c"), "1") or 1))
+        if tag == _t("soft-page-break"):
+            if pages:
+                parts.append([])
+        elif tag == _t("s"):
+            parts[-1].append(" " * int(child.get(_t("c"), "1") or 1))
         elif tag == _t("tab"):
-            out.append("\t")
+            parts[-1].append("\t")
         elif tag == _t("line-break"):
-            out.append("\n")
-        elif tag in (_t("note"), _t("soft-page-break")):
-            pass
-        else:
-            out.append(_odf_text(child))
-        out.append(child.tail or "")
-    return "".join(out)
+            parts[-1].append("\n")
+        elif tag != _t("note"):
+            inner = _odf_segments(child, pages)
+            parts[-1].append(inner[0])
+            parts.extend([x] for x in inner[1:])
+        parts[-1].append(child.tail or "")
+    return ["".join(p) for p in parts]
+
+
+def _odf_text(el: Any) -> str:
+    return "".join(_odf_segments(el, False))
+
+
+_ROW_GROUPS = {f"{{{_TABLE}}}{t}" for t in ("table", "table-rows", "table-header-rows",
+                                              "table-row-group")}
+
+
+def _odf_table(table: Any, b: Builder, pages: bool) -> None:
+    row_tag, brk = f"{{{_TABLE}}}table-row", _t("soft-page-break")
+    rows: list[str] = []
+    for el in table.iter(row_tag, brk):
+        if el.tag == brk:
+            parent = el.getparent()
+            if pages and parent is not None and parent.tag in _ROW_GROUPS:
+                b.block("\n".join(rows))  # a break between rows (one inside a cell's paragraph
+                rows = []  # is the row's, below)
+                b.anchor()
+            continue
+        if pages and el.find(f".//{brk}") is not None:  # the row goes over to a new page
+            b.block("\n".join(rows))
+            rows = []
+            b.anchor()
+        cells = [" ".join(_odf_text(p) for p in c.iter(_t("p"))).strip()
+                 for c in el.iter(f"{{{_TABLE}}}table-cell")]
+        if any(cells):
+            rows.append(" | ".join(cells))
+    b.block("\n".join(rows))
 
 
 def _odf_walk(el: Any, b: Builder, pages: bool) -> None:
     for child in el:
         tag = child.tag
-        if pages and child.find(f".//{_t('soft-page-break')}") is not None and tag in (
-                _t("p"), _t("h")):
-            b.anchor()
-        if tag == _t("h"):
-            level = int(child.get(_t("outline-level"), "1") or 1)
-            b.heading(level, _odf_text(child))
-        elif tag == _t("p"):
-            b.block(_odf_text(child))
+        if tag in (_t("h"), _t("p")):
+            level = int(child.get(_t("outline-level"), "1") or 1) if tag == _t("h") else 0
+            for i, text in enumerate(_odf_segments(child, pages)):
+                if i:
+                    b.anchor()
+                if level:
+                    b.heading(level, text)
+                else:
+                    b.block(text)
         elif tag == _t("soft-page-break") and pages:
             b.anchor()
         elif tag == f"{{{_TABLE}}}table":
-            rows = []
-            for row in child.iter(f"{{{_TABLE}}}table-row"):
-                cells = [" ".join(_odf_text(p) for p in c.iter(_t("p"))).strip()
-                         for c in row.iter(f"{{{_TABLE}}}table-cell")]
-                if any(cells):
-                    rows.append(" | ".join(cells))
-            b.block("\n".join(rows))
+            _odf_table(child, b, pages)
         elif tag in (_t("list"), _t("list-item"), _t("section"), _t("list-header"),
                      _t("index-body"), _t("table-of-content")):
             _odf_walk(child, b, pages)

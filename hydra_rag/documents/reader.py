@@ -18,6 +18,7 @@ class Reader:
         self.cache = Cache(index_dir) if index_dir is not None else None
         self.write = write
         self.extracted = 0  # documents extracted (not found in the cache) by this reader
+        self.failed: dict[str, Skip] = {}  # content key → why it yields no text
 
     def wants(self, path: Path, fmt: str) -> bool:
         """Whether to read this file as a document: always, but for an HTML file that is a
@@ -38,11 +39,17 @@ class Reader:
             raise Skip("vanished") from None
         except OSError:
             raise Skip("unreadable") from None
+        if key in self.failed:  # read once in this run already (say, for the language)
+            raise self.failed[key]
         if self.cache is not None:
             cached = self.cache.get(key)
             if cached is not None:
                 return cached, key
-        ex = self.sandbox.extract(path, fmt)
+        try:
+            ex = self.sandbox.extract(path, fmt)
+        except Skip as s:
+            self.failed[key] = s
+            raise
         self.extracted += 1
         if self.cache is not None and self.write:
             self.cache.put(key, ex)

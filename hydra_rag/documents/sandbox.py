@@ -28,10 +28,12 @@ class Sandbox:
 
     def _start(self) -> subprocess.Popen[bytes]:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # -I: isolated, so that no module of the folder being indexed (a `docx.py` beside the
+        # documents) can shadow a library in the worker; it runs in / and is sent absolute paths.
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "hydra_rag.documents.worker", str(self.memory_mb)],
+            [sys.executable, "-I", "-m", "hydra_rag.documents.worker", str(self.memory_mb)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-            start_new_session=True)  # Ctrl-C reaches the parent, which stops the worker
+            cwd="/", start_new_session=True)  # Ctrl-C reaches the parent, which stops the worker
         return self._proc
 
     def _read(self, stream: IO[bytes], n: int, deadline: float) -> bytes:
@@ -70,7 +72,7 @@ class Sandbox:
         with self._lock:
             proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
             assert proc.stdin is not None and proc.stdout is not None
-            req = json.dumps({"path": str(path), "format": fmt, "max_chars": self.max_chars,
+            req = json.dumps({"path": str(path.absolute()), "format": fmt, "max_chars": self.max_chars,
                               "cpu_s": self.timeout + 5})
             deadline = time.monotonic() + self.timeout
             try:
@@ -85,6 +87,9 @@ class Sandbox:
                 code = self._kill()
                 how = f"signal {-code}" if code is not None and code < 0 else f"exit {code}"
                 raise Skip("corrupt", f"the extractor died on it ({how})") from None
+            except BaseException:  # Ctrl-C: the worker is busy with this document, stop it
+                self._kill()
+                raise
         if "ok" in answer:
             return Extracted.from_json(answer["ok"])
         raise Skip(answer.get("skip") or "corrupt", answer.get("detail") or "")

@@ -79,11 +79,14 @@ class Builder:
     def build(self) -> Extracted:
         while self.lines and not self.lines[-1]:
             self.lines.pop()
-        n = len(self.lines)
-        # An anchor past the last line (trailing empty pages) points at the last line.
-        starts = [min(s, max(n, 1)) for s in self.starts]
+        # Anchors of blank pages share the line of the next page that has text, and those of
+        # blank pages at the end lie past the last line: no line is ever cited for them.
         text = "\n".join(self.lines) + "\n" if self.lines else ""
-        return Extracted(text, self.fmt, self.unit if starts else "", starts)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a broken RTF \u escape, a PDF's text)
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return Extracted(text, self.fmt, self.unit if self.starts else "", self.starts)
 
     def has_text(self, at_least: int = 1) -> bool:
         return sum(len(ln.strip()) for ln in self.lines if not ln.startswith("#")) >= at_least
