@@ -218,7 +218,7 @@ def hit_json(rank: int, h: Any, query: str, names: dict[str, str]) -> dict[str, 
     return {"rank": rank, "path": h.path, "store": h.store, "store_name": names.get(h.store, ""),
             "kind": h.kind, "line_start": h.line_start, "line_end": h.line_end,
             "page_start": h.page_start or None, "page_end": h.page_end or None,
-            "page_unit": h.page_unit or None,
+            "page_unit": h.page_unit or None, "anchor": h.anchor or None,
             "section": h.section, "score": round(h.score, 6), "text": h.text, "ranks": h.ranks,
             **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {}),
             # the lines shown as the reason it matched; weak: it does not bear on the query

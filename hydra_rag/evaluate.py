@@ -26,11 +26,12 @@ from typing import Any, Protocol
 import yaml
 
 from hydra_rag.citations import fold
+from hydra_rag.documents import SKIPS, skip_label
 from hydra_rag.errors import HydraError, yaml_problem
 from hydra_rag.rerank import MAX_TOP
 from hydra_rag.retrieve import CANDIDATES, Searcher
 from hydra_rag.store import Store
-from hydra_rag.walk import Walker, read_text
+from hydra_rag.walk import read_text
 
 FIXES = {
     "data": "make sure the file is indexed: {detail}",
@@ -223,7 +224,12 @@ class Evaluator:
             entry = self._files[root].get(rel)
             if entry is not None and entry.chunks:
                 if q.quote:
-                    text, _ = read_text(root / rel)
+                    if entry.doc is not None:  # a document: the text it was indexed as
+                        from hydra_rag.excerpt import document_text
+
+                        text = document_text(root / rel, root, entry.doc, False)[0]
+                    else:
+                        text, _ = read_text(root / rel)
                     if text is None or fold(q.quote) not in fold(text):
                         return f"the quote is not in {rel} (a typo, or the file changed)"
                 return ""
@@ -234,6 +240,9 @@ class Evaluator:
         if reason == "secret":
             return (f"{rel} looks like a secret and is never indexed; if it is not one, "
                     f"`hydra-rag index {root} --include {rel}`")
+        if reason in SKIPS and reason != "too_large":  # a document that yields no text
+            return (f"{rel} cannot be read ({skip_label(reason)}): `hydra-rag index {root} "
+                    "--dry-run` says what is wrong with it")
         if reason:
             return (f"{rel} is skipped ({reason}); `hydra-rag index {root} --include {rel}` "
                     "brings it in")
@@ -241,7 +250,10 @@ class Evaluator:
 
     def _skip_reason(self, root: Path, rel: str) -> str:
         if root not in self._skips:
-            walked = Walker(root).walk()
+            from hydra_rag.config import load_settings
+            from hydra_rag.index.source import walker
+
+            walked = walker(root, None, None, load_settings()).walk()
             self._skips[root] = {p: why for why, paths in walked.skipped_paths.items()
                                  for p in paths}
         reason = self._skips[root].get(rel, "")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra_rag.documents import cite
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.walk import read_indexable, read_text
 
@@ -39,8 +40,9 @@ class Excerpt:
         return {"root": str(self.root), "path": self.path, "line_start": self.line_start,
                 "line_end": self.line_end, "total_lines": self.total,
                 "page_start": self.page_start or None, "page_end": self.page_end or None,
-                "page_unit": self.page_unit or None, "section": self.section,
-                "changed": self.changed}
+                "page_unit": self.page_unit or None,
+                "anchor": cite(self.page_unit, self.page_start, self.page_end) or None,
+                "section": self.section, "changed": self.changed}
 
 
 def parse_spec(spec: str) -> tuple[str, int | None, int | None]:
@@ -92,7 +94,7 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
     changed = (st.st_size, st.st_mtime_ns) != (entry.size, entry.mtime_ns)
     doc = entry.doc
     if doc is not None:
-        text, why, doc = _document_text(real, root, doc, changed)
+        text, why, doc = document_text(real, root, doc, changed)
     else:
         text, why = read_indexable(real, included=False) if changed else read_text(real)
     if page is not None:
@@ -122,10 +124,11 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
                    pages[0], pages[1], unit if pages[0] else "")
 
 
-def _document_text(real: Path, root: Path, doc: dict[str, Any],
-                   changed: bool) -> tuple[str | None, str, dict[str, Any]]:
+def document_text(real: Path, root: Path, doc: dict[str, Any],
+                  changed: bool) -> tuple[str | None, str, dict[str, Any]]:
     """A document's extracted text: the one indexed (from the cache), or, when the document
-    changed since, the text it holds now (the index is behind: lines may have moved)."""
+    changed since, the text it holds now (the index is behind: lines may have moved). Returns
+    (text or None, why not, its extraction record)."""
     from hydra_rag.config import load_settings
     from hydra_rag.documents import Skip, format_of
     from hydra_rag.documents.cache import Cache

@@ -85,9 +85,10 @@ def test_index_json_and_search_json(home: Path, corpus: Path) -> None:
     assert out["query"] == "invalid api key" and len(out["results"]) == 3
     top = out["results"][0]
     assert set(top) == {"rank", "path", "store", "store_name", "kind", "line_start",
-                        "line_end", "page_start", "page_end", "page_unit", "score", "text",
-                        "ranks", "section", "matches", "weak"}
-    assert (top["page_start"], top["page_end"], top["page_unit"]) == (None, None, None)
+                        "line_end", "page_start", "page_end", "page_unit", "anchor", "score",
+                        "text", "ranks", "section", "matches", "weak"}
+    assert (top["page_start"], top["page_end"], top["page_unit"], top["anchor"]) == (
+        None, None, None, None)
     assert (top["rank"], top["path"], top["store"], top["kind"]) == (
         1, "src/auth.py", str(corpus), "code")
     assert top["text"] == (corpus / "src/auth.py").read_text()

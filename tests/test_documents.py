@@ -414,6 +414,28 @@ def test_search_finds_each_format(library: dict[str, Any], qid: str) -> None:
     assert all(h["path"] not in ("locked.pdf", "broken.docx") for h in hits)
 
 
+def test_eval_and_get_read_a_document_by_page(library: dict[str, Any]) -> None:
+    root = library["root"]
+    questions = root.parent / "questions.jsonl"
+    questions.write_text(
+        json.dumps({"id": "right", "question": PAGE2, "path": "report.pdf", "page": 2,
+                    "quote": "Ptarmigan nests were found"}) + "\n"
+        + json.dumps({"id": "wrong", "question": PAGE2, "path": "report.pdf", "page": 4,
+                      "quote": "Ptarmigan nests were found"}) + "\n")
+    rep = _cli_json("eval", str(questions), "--path", str(root), "-k", "3", "--json")
+    got = {r["id"]: r for r in rep["results"]}
+    assert got["right"]["rank"] == 1 and got["right"]["label"] == "ok"
+    # The quote is in the document (in its extracted text): not a data problem, the page is.
+    assert got["wrong"]["rank"] is None and got["wrong"]["label"] != "data"
+
+    ex = _cli_json("get", str(root / "report.pdf"), "--page", "2", "--json")
+    assert (ex["page_start"], ex["page_end"], ex["page_unit"], ex["anchor"]) == (2, 2, "page",
+                                                                                  "p. 2")
+    assert any(PAGE2 in line for line in ex["lines"])
+    both = run_cli("get", f"{root / 'report.pdf'}:1-3", "--page", "2")
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
 def test_later_runs_extract_and_embed_only_what_changed(library: dict[str, Any]) -> None:
     root = library["root"]
     # Unchanged: nothing read, and the unreadable documents are not tried again.

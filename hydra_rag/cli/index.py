@@ -18,6 +18,7 @@ from hydra_rag.cli.base import (
     print_json,
     say,
 )
+from hydra_rag.documents import skip_label
 
 
 class _ProgressView:
@@ -85,11 +86,6 @@ def _sigterm_interrupts() -> Iterator[list[int]]:
         yield stopped_by
     finally:
         signal.signal(signal.SIGTERM, before)
-
-
-def skip_label(reason: str) -> str:
-    """A skip reason as the summary shows it (`scanned (no text layer)`)."""
-    return f"{reason} (no text layer)" if reason == "scanned" else reason
 
 
 @app.command()

@@ -116,12 +116,15 @@ def sessions_show(name: Annotated[str, typer.Argument(help="Session name.")],
     if as_json:
         print_json(doc)
         return
+    from hydra_rag.documents import locate
+
     for t in doc["turns"]:
         out.print(f">>> {t['user']}", markup=False, highlight=False)
         out.print(t["answer"], markup=False, highlight=False)
         for s in t.get("sources", []):
-            out.print(f"  [{s['n']}] {s['path']}:{s['line_start']}-{s['line_end']}",
-                      markup=False, highlight=False)
+            where = locate(s["path"], s["line_start"], s["line_end"], s.get("page_unit") or "",
+                           s.get("page_start") or 0, s.get("page_end") or 0)
+            out.print(f"  [{s['n']}] {where}", markup=False, highlight=False)
 
 
 @sessions_app.command("rm")

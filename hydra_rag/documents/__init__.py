@@ -29,14 +29,19 @@ FORMATS = {
 # Anchors by format: what a page of it is called.
 UNITS = {"pdf": "page", "pptx": "slide", "epub": "chapter", "docx": "page", "odt": "page"}
 
-# Skip reasons of documents, as the index report and --dry-run count them, with their label.
+# Skip reasons of documents, as the index report and --dry-run count them, with what they mean.
 SKIPS = {
-    "encrypted": "encrypted",
-    "scanned": "no text layer (scanned)",
-    "corrupt": "corrupt",
-    "too_large": "too large",
-    "timed_out": "timed out",
+    "encrypted": "password-protected",
+    "scanned": "no text layer: a scan or pictures (OCR is not done)",
+    "corrupt": "broken, or not what its name says",
+    "too_large": "over max_document_mb, over 32 MiB of text, or a decompression bomb",
+    "timed_out": "took longer than document_timeout",
 }
+
+
+def skip_label(reason: str) -> str:
+    """A skip reason as summaries show it: `scanned (no text layer)`; others as they are."""
+    return f"{reason} (no text layer)" if reason == "scanned" else reason
 
 
 def format_of(rel: str) -> str | None:
