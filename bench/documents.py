@@ -65,7 +65,8 @@ DOCX_PER_PAGE = 3
 SEARCH_K = 40
 SHINGLE = 8
 LAYOUTS = ("md", "md-paras", "pdf", "docx", "html", "html-divs")
-SUFFIX = {"md": ".md", "md-paras": ".md", "pdf": ".pdf", "docx": ".docx", "html": ".html", "html-divs": ".html"}
+SUFFIX = {"md": ".md", "md-paras": ".md", "pdf": ".pdf", "docx": ".docx", "html": ".html",
+          "html-divs": ".html"}
 CHROMIUM = ["/usr/lib/chromium/chromium", "/usr/bin/chromium"]
 
 NAV = ["Home", "Journals", "Browse by subject", "Submit a manuscript", "Editorial board",
