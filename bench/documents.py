@@ -20,7 +20,7 @@ The same reports are written as
 * `html-divs`: the same page with no landmarks at all: classed <div>s only (the harder case).
 
 Each layout is indexed in its own folder (bench/.work/documents/<layout>, rebuilt every run) with
-`hydra_rag.indexer.index_folder` and the configured embedder, and every query is searched
+`hydra_rag.index.index_folder` and the configured embedder, and every query is searched
 (`Searcher.search(q, 40)`). A hit becomes abstracts two ways:
 
 * by section, as a reader is told where it is: the last title of the hit's section trail (or
@@ -402,7 +402,7 @@ def extraction(lay: Layout, reps: list[list[Abstract]]) -> dict[str, object]:
 
 def index(folder: Path) -> tuple[float, dict[str, object]]:
     from hydra_rag.config import load_settings
-    from hydra_rag.indexer import index_folder
+    from hydra_rag.index import index_folder
 
     t0 = time.perf_counter()
     report = index_folder(folder, load_settings())

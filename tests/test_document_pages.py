@@ -234,3 +234,52 @@ def test_a_failing_document_is_extracted_once_per_run(tmp_path: Path,
     finally:
         reader.close()
     assert len(calls) == 1
+
+
+# -- PDF headings ---------------------------------------------------------------------------
+
+
+def test_pdf_titles_that_wrap_over_lines_head_their_own_sections(tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    from hydra_rag.chunk import section_at
+
+    sections = [
+        ("Short title one", "Alder catkins open first in the wet hollow."),
+        ("A rather long title about a disease of ash trees that wraps onto a second printed "
+         "line at this size", "Ash dieback spread along the river within two summers."),
+        ("3.1 Short title three", "Birch seedlings took over the cleared slope."),
+    ]
+    pdf = FPDF()
+    pdf.add_page()
+    for title, body in sections:
+        pdf.start_section(title)
+        pdf.set_font("helvetica", "B", 16)
+        pdf.multi_cell(0, 9, title, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("helvetica", size=11)
+        pdf.multi_cell(0, 6, body, new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "wrapped.pdf"
+    pdf.output(str(path))
+
+    ex = extract_file(path, "pdf")
+    heads = [ln for ln in ex.text.splitlines() if ln.startswith("#")]
+    assert len(heads) == 3 and "wraps onto a second printed line" in heads[1]
+    for (title, body), _ in zip(sections, heads, strict=True):
+        line = next(n for n, ln in enumerate(ex.text.splitlines(), 1) if body[:20] in ln)
+        assert section_at(ex.text, "md", line) == title
+    # The printed title is the heading, not body text as well.
+    assert ex.text.count("wraps onto a second") == 1
+
+
+def test_long_paragraphs_are_wrapped_like_a_markdown_file(tmp_path: Path) -> None:
+    import docx
+
+    para = " ".join(f"Sentence {i} of a long paragraph about hedgerows and their birds." for i in
+                    range(12))
+    doc = docx.Document()
+    doc.add_paragraph(para)
+    path = tmp_path / "long.docx"
+    doc.save(str(path))
+    lines = extract_file(path, "docx").text.splitlines()
+    assert len(lines) > 5 and max(len(ln) for ln in lines) <= 100
+    assert " ".join(lines) == para  # wrapped between words, nothing lost

@@ -25,10 +25,6 @@ _DIGITS = re.compile(r"\d+")
 EDGE = 2  # lines at a page's top and bottom where running heads and page numbers are printed
 
 
-def _norm(s: str) -> str:
-    return _NONWORD.sub(" ", s.casefold()).strip()
-
-
 def _page_text(page: object) -> str:
     tp = page.get_textpage()  # type: ignore[attr-defined]
     try:
@@ -86,26 +82,50 @@ def _outline(pdf: object, pages: int) -> dict[int, list[tuple[int, str]]]:
     return heads
 
 
-def _place(lines: list[str], heads: list[tuple[int, str]]) -> list[tuple[int, int, str]]:
-    """Where on a page each outline title is printed: (line index, level, title); a title not
-    found on the page goes before its first line."""
-    placed, at = [], 0
-    normed = [_norm(ln) for ln in lines]
+MAX_TITLE_LINES = 4  # a title printed over more lines than this is not looked for
+# What may stand before a printed title, spaces and dots gone: "3.2", "IV", "Chapter 3", "A.1"
+_NUMBERING = re.compile(r"(?:chapter|section|part|appendix)?[a-z]?[0-9ivxlcd]*")
+
+
+def _squash(s: str) -> str:
+    return _NONWORD.sub("", s.casefold())
+
+
+def _place(lines: list[str], heads: list[tuple[int, str]]) -> list[tuple[int, int, int, str]]:
+    """Where on a page each outline title is printed: (first line, the line after it, level,
+    title as printed). A title may wrap over several lines, and outlines lose the space at the
+    wrap ("at this" → "atthis"), so lines are compared without spaces or punctuation. A title not
+    found on the page goes after the one before it (or at the page's top)."""
+    placed: list[tuple[int, int, int, str]] = []
+    at = 0
+    squashed = [_squash(ln) for ln in lines]
     for level, title in heads:
-        want = _norm(title)
-        found = -1
-        for i in range(at, len(lines)):
-            # The title alone on its line, or after a number ("3.2 Results")
-            if want and (normed[i] == want or normed[i].endswith(" " + want)
-                         or (len(want) > 12 and normed[i].startswith(want))):
-                found = i
+        want = _squash(title)
+        hit = None
+        for i in range(at, len(lines)) if want else ():
+            if not squashed[i]:
+                continue
+            run = ""
+            for j in range(i, min(i + MAX_TITLE_LINES, len(lines))):
+                run += squashed[j]
+                extra = run[: len(run) - len(want)]
+                # the title alone, or after its number ("3.2 Results")
+                if run.endswith(want) and _NUMBERING.fullmatch(extra):
+                    hit = (i, j)
+                elif j == i and len(want) > 12 and run.startswith(want):
+                    hit = (i, j)  # a title run into the text after it
+                if hit or len(run) > len(want) + 8:
+                    break
+            if hit:
                 break
-        if found < 0:
-            placed.append((at, level, title))
-        else:
-            placed.append((found, level, lines[found].strip() if len(normed[found]) <= 2 * len(want) + 8
-                           else title))
-            at = found + 1
+        if hit is None:
+            placed.append((at, at, level, title))
+            continue
+        first, last = hit
+        printed = " ".join(ln.strip() for ln in lines[first : last + 1])
+        placed.append((first, last + 1, level,
+                       printed if len(_squash(printed)) <= len(want) + 8 else title))
+        at = last + 1
     return placed
 
 
@@ -146,10 +166,10 @@ def extract(path: Path, b: Builder) -> None:
             lines = _strip_running(page_lines, running)
             if index in heads:
                 taken = 0
-                for at, level, title in _place(lines, heads[index]):
-                    b.block("\n".join(lines[taken:at]))
+                for first, after, level, title in _place(lines, heads[index]):
+                    b.block("\n".join(lines[taken:first]))
                     b.heading(level, title)
-                    taken = at + 1 if at < len(lines) and _norm(lines[at]).endswith(_norm(title)) else at
+                    taken = max(taken, after)
                 b.block("\n".join(lines[taken:]))
             else:
                 b.block("\n".join(lines))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -17,6 +18,7 @@ MAX_CHARS = 32 << 20
 MAX_UNZIPPED = 1 << 30
 MAX_RATIO = 200
 
+WRAP = 100  # columns a long line of prose is wrapped at
 _LOOKS_LIKE_MARKUP = re.compile(r"^(\s{0,3}(#{1,6}(\s|$)|[=-]{3,}\s*$|```|~~~))")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 
@@ -60,8 +62,11 @@ class Builder:
         self._add("#" * max(1, min(level, 6)) + " " + title)
         self._add("")
 
-    def block(self, text: str) -> None:
-        """A paragraph (or any run of lines): its lines kept, blank lines squeezed."""
+    def block(self, text: str, wrap: bool = True) -> None:
+        """A paragraph (or any run of lines): its lines kept, blank lines squeezed, and lines
+        longer than WRAP (a Word or HTML paragraph is one line) wrapped between words as a
+        Markdown file would be: the chunker cuts only between lines, so a paragraph on one
+        line could only be a chunk's edge as a whole (`wrap=False` for code)."""
         wrote = False
         for raw in text.splitlines():
             line = raw.rstrip()
@@ -69,9 +74,12 @@ class Builder:
                 if wrote and self.lines and self.lines[-1]:
                     self._add("")
                 continue
-            if _LOOKS_LIKE_MARKUP.match(line):
-                line = "\\" + line.lstrip()
-            self._add(line)
+            pieces = (textwrap.wrap(line, WRAP, break_long_words=False, break_on_hyphens=False)
+                      if wrap and len(line) > WRAP else [line])
+            for piece in pieces:
+                if _LOOKS_LIKE_MARKUP.match(piece):
+                    piece = "\\" + piece.lstrip()
+                self._add(piece)
             wrote = True
         if wrote:
             self._gap()

@@ -22,7 +22,8 @@ _BLOCKS = {"p", "div", "section", "article", "main", "li", "dd", "dt", "blockquo
            "dl", "body", "header", "figure", "hr", "center", "fieldset", "legend"}
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 # id and class words of navigation and boilerplate (what readability-style extractors drop)
-_BOILER = re.compile(r"(?:^|[\s_-])(nav|navbar|navigation|menu|sidebar|side-bar|breadcrumbs?|"
+_BOILER = re.compile(r"(?:^|[\s_-])(nav|navbar|navigation|menu|sidebar|side-bar|breadcrumbs?|crumbs|"
+                     r"widgets?|"
                      r"footer|cookies?|consent|banner|share|social|related|comments?|advert|"
                      r"ads|promo|newsletter|subscribe|skip-link|toc|masthead|topbar)(?:$|[\s_-])",
                      re.I)
@@ -90,7 +91,7 @@ class _Blocks:
             return
         if tag == "pre":
             self.flush()
-            self.b.block(el.text_content())
+            self.b.block(el.text_content(), wrap=False)
             return
         block = tag in _BLOCKS or tag in ("td", "th")
         if block and tag not in ("td", "th"):
