@@ -283,3 +283,41 @@ def test_long_paragraphs_are_wrapped_like_a_markdown_file(tmp_path: Path) -> Non
     lines = extract_file(path, "docx").text.splitlines()
     assert len(lines) > 5 and max(len(ln) for ln in lines) <= 100
     assert " ".join(lines) == para  # wrapped between words, nothing lost
+
+
+def test_pdf_words_broken_at_a_line_end_are_rejoined_only_if_they_are_words(
+        tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=11)
+    for line in ["The library provides careful structure man-", "agement of every tree, and a well-",
+                 "established habit of checking input. Its management is simple."]:
+        pdf.cell(0, 6, line, new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "hyphens.pdf"
+    pdf.output(str(path))
+    text = extract_file(path, "pdf").text
+    # "management" occurs in the document: one word; "wellestablished" does not: a hyphen.
+    assert "structure management of every tree" in text
+    assert "a well-established habit" in text
+
+
+def test_pdf_paragraphs_are_found_by_their_gaps_and_reflowed(tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    paragraphs = [" ".join(f"Otters{i} fish the weir at dusk and rest under the alders." for i in
+                           range(k, k + 9)) for k in (0, 20, 40)]
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=11)
+    for para in paragraphs:
+        pdf.multi_cell(0, 6, para, new_x="LMARGIN", new_y="NEXT")
+        pdf.ln(6)  # the gap between paragraphs, and nothing else marks them
+    path = tmp_path / "paras.pdf"
+    pdf.output(str(path))
+    text = extract_file(path, "pdf").text
+    blocks = [" ".join(b.split()) for b in text.strip().split("\n\n")]
+    assert blocks == paragraphs
+    # Reflowed and wrapped as a Markdown file: no line is a printer's short leftover.
+    assert all(len(ln) <= 100 for ln in text.splitlines())

@@ -19,21 +19,135 @@ from hydra_rag.documents.text import Builder
 MIN_PAGE_TEXT = 16
 MAX_OUTLINE = 20_000  # outline entries read (a hostile outline can be far longer)
 
+_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi",
+                            "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"})
 _WORD = re.compile(r"\w")
 _NONWORD = re.compile(r"\W+")
 _DIGITS = re.compile(r"\d+")
 EDGE = 2  # lines at a page's top and bottom where running heads and page numbers are printed
 
 
-def _page_text(page: object) -> str:
+_HYPHENS = ("\x02", "\ufffe")  # PDFium's marks for a hyphen it joined or could not map
+_LINE_END_HYPHEN = "\ue000"  # a hyphen at a printed line's end, resolved for the whole document
+_BROKEN_WORD = re.compile(r"(\w+)\ue000(\w*)")
+
+
+def _rejoin(pages: list[list[str]]) -> list[list[str]]:
+    """Words broken over printed lines at a hyphen: "man-agement" is one word if "management"
+    occurs elsewhere in the document, "well-established" keeps its hyphen otherwise."""
+    if not any(_LINE_END_HYPHEN in ln for lines in pages for ln in lines):
+        return pages
+    words = {w.casefold() for lines in pages for ln in lines for w in re.findall(r"\w+", ln)}
+
+    def join(m: re.Match[str]) -> str:
+        a, b = m.group(1), m.group(2)
+        return a + b if (a + b).casefold() in words else f"{a}-{b}"
+
+    return [[_BROKEN_WORD.sub(join, ln).replace(_LINE_END_HYPHEN, "-") for ln in lines]
+            for lines in pages]
+
+
+def _page_lines(page: object) -> list[str]:
+    """A page's printed lines, with a blank line where the gap above a line is wider than the
+    page's usual line pitch (a paragraph break: the text layer has lines, not paragraphs)."""
     tp = page.get_textpage()  # type: ignore[attr-defined]
+
+    def top(index: int) -> float | None:
+        try:
+            return float(tp.get_charbox(index, loose=True)[3])
+        except Exception:  # noqa: BLE001 - no box: no geometry for this character
+            return None
+
     try:
-        text = tp.get_text_range()
+        raw = tp.get_text_range()
+        lines, spans = [], []  # each line, and the tops of its first and last characters
+        at = 0  # PDFium's text and its characters share their indices
+        for line in raw.split("\r\n"):
+            width = len(line)
+            if line.strip():
+                spans.append((top(at), top(at + len(line.rstrip()) - 1)))
+            else:
+                spans.append((None, None))
+            if any(h in line for h in _HYPHENS):
+                # A word hyphenated where a printed line ends (PDFium has joined the two
+                # lines) loses its hyphen; a hyphen inside a line stays.
+                out = []
+                for k, ch in enumerate(line):
+                    if ch in _HYPHENS:
+                        a, b = top(at + k - 1), top(at + k + 1)
+                        if a is None or b is None or abs(a - b) <= 2:
+                            ch = "-"
+                        else:  # where a printed line ends: PDFium's soft hyphen, or either
+                            ch = "" if ch == "\x02" else _LINE_END_HYPHEN
+                    out.append(ch)
+                line = "".join(out)
+            lines.append(line)
+            at += width + 2
     finally:
         tp.close()
-    # PDFium marks a word hyphenated at a line's end with \x02: join the two halves.
-    text = text.replace("\x02\r\n", "").replace("\x02\n", "").replace("\x02", "-")
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    tops = [first for first, _ in spans]
+    pitches = [a - b for a, b in zip(tops, tops[1:], strict=False)
+               if a is not None and b is not None and a > b]
+    pitch = sorted(pitches)[len(pitches) // 2] if len(pitches) >= 4 else 0.0
+    out_lines: list[str] = []
+    for n, line in enumerate(lines):
+        above = spans[n - 1][1] if n else None  # the line above's last character
+        here = tops[n]
+        if pitch and above is not None and here is not None and above - here > 1.35 * pitch:
+            out_lines.append("")
+        out_lines.append(line)
+    text = "\n".join(out_lines).translate(_LIGATURES)
+    return text.replace("\r", "\n").replace("\x00", "").split("\n")
+
+
+_PARA_END = re.compile(r"[.!?:;)\]\"\u201d]\s*$")
+_PARA_START = re.compile(r"^\s*[\w\"\u201c(\[•–-]")
+
+
+def _full_width(lines: list[str]) -> int:
+    """The length of a full printed line on a page (0: too few lines to tell)."""
+    widths = sorted(len(ln.strip()) for ln in lines if ln.strip())
+    return widths[int(len(widths) * 0.9)] if len(widths) >= 6 else 0
+
+
+def _ends_paragraph(line: str, full: int) -> bool:
+    """A line that ends a sentence well short of the full line width."""
+    return bool(full) and len(line.strip()) < 0.75 * full and bool(_PARA_END.search(line))
+
+
+def _paragraphs(lines: list[str], full: int) -> list[str]:
+    """A page's printed lines with a blank line where a paragraph ends. A PDF's text layer has
+    lines but no paragraphs, and the chunker prefers to end a chunk between paragraphs."""
+    if not full:
+        return lines
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if nxt.strip() and line.strip() and _ends_paragraph(line, full) and _PARA_START.match(nxt):
+            out.append("")
+    return out
+
+
+_ITEM = re.compile(r"^\s*([•▪◦‣*–-]|\(?\d{1,3}[.)]|[a-z][.)])\s")
+
+
+def _reflow(lines: list[str], full: int) -> list[str]:
+    """A paragraph's printed lines joined into one (the Builder wraps it again as a Markdown
+    file would be): where a printer broke lines says nothing, and the chunker cuts only between
+    lines. Only full lines are joined to what follows them, so lists, tables and code, whose
+    lines end short, keep their lines."""
+    if not full:
+        return lines
+    out: list[str] = []
+    joinable = False  # the line before was a full line of a paragraph
+    for line in lines:
+        if joinable and line.strip() and not _ITEM.match(line):
+            out[-1] = out[-1].rstrip() + " " + line.strip()
+        else:
+            out.append(line)
+        joinable = bool(line.strip()) and len(line.strip()) >= 0.85 * full
+    return out
 
 
 def _running(pages: list[list[str]]) -> set[str]:
@@ -150,20 +264,28 @@ def extract(path: Path, b: Builder) -> None:
             except pdfium.PdfiumError as exc:
                 raise Skip("corrupt", f"page {index + 1}: {exc}") from None
             try:
-                text = _page_text(page)
+                lines = _page_lines(page)
             finally:
                 page.close()
+            text = "\n".join(lines)
             if len(_WORD.findall(text, 0, 4096)) >= MIN_PAGE_TEXT:
                 with_text += 1
-            texts.append(text.split("\n"))
+            texts.append(lines)
             b.chars += len(text)  # the text limit holds while pages are gathered
             if b.chars > b.max_chars:
                 raise Skip("too_large", f"more than {b.max_chars >> 20} MiB of text")
         b.chars = 0
+        texts = _rejoin(texts)
         running = _running(texts)
+        last = ""  # the previous page's last line of text
         for index, page_lines in enumerate(texts):
-            b.anchor()
             lines = _strip_running(page_lines, running)
+            full = _full_width(lines)
+            # A paragraph that runs on over the page turn stays one paragraph.
+            b.anchor(continues=bool(last) and bool(full) and not _ends_paragraph(last, full))
+            lines = _paragraphs(lines, full)
+            last = next((ln for ln in reversed(lines) if ln.strip()), "")
+            lines = _reflow(lines, full)
             if index in heads:
                 taken = 0
                 for first, after, level, title in _place(lines, heads[index]):

@@ -18,7 +18,8 @@ MAX_CHARS = 32 << 20
 MAX_UNZIPPED = 1 << 30
 MAX_RATIO = 200
 
-WRAP = 100  # columns a long line of prose is wrapped at
+WRAP = 100  # columns a long line of prose is wrapped at…
+WRAP_OVER = 160  # …when it is longer than this (a PDF's printed lines are left as they are)
 _LOOKS_LIKE_MARKUP = re.compile(r"^(\s{0,3}(#{1,6}(\s|$)|[=-]{3,}\s*$|```|~~~))")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 
@@ -45,9 +46,14 @@ class Builder:
         if self.lines and self.lines[-1]:
             self._add("")
 
-    def anchor(self) -> None:
-        """The next line begins a new page, slide or chapter."""
-        self._gap()
+    def anchor(self, continues: bool = False) -> None:
+        """The next line begins a new page, slide or chapter; `continues`: the paragraph
+        before goes on there (no blank line between them)."""
+        if continues:
+            while self.lines and not self.lines[-1]:
+                self.lines.pop()
+        else:
+            self._gap()
         self.starts.append(len(self.lines) + 1)
 
     def no_anchors(self) -> None:
@@ -64,7 +70,7 @@ class Builder:
 
     def block(self, text: str, wrap: bool = True) -> None:
         """A paragraph (or any run of lines): its lines kept, blank lines squeezed, and lines
-        longer than WRAP (a Word or HTML paragraph is one line) wrapped between words as a
+        longer than WRAP_OVER (a Word or HTML paragraph is one line) wrapped between words as a
         Markdown file would be: the chunker cuts only between lines, so a paragraph on one
         line could only be a chunk's edge as a whole (`wrap=False` for code)."""
         wrote = False
@@ -75,7 +81,7 @@ class Builder:
                     self._add("")
                 continue
             pieces = (textwrap.wrap(line, WRAP, break_long_words=False, break_on_hyphens=False)
-                      if wrap and len(line) > WRAP else [line])
+                      if wrap and len(line) > WRAP_OVER else [line])
             for piece in pieces:
                 if _LOOKS_LIKE_MARKUP.match(piece):
                     piece = "\\" + piece.lstrip()
