@@ -104,7 +104,8 @@ def test_ask_json(indexed: Path) -> None:
     assert isinstance(out["answer"], str)  # SmolLM2 may answer nothing; the shape is tested
     assert out["sources"][0] == {"n": 1, "store": str(indexed), "store_name": indexed.name,
                                  "path": "docs/gardening.md", "line_start": 1, "line_end": 4,
-                                 "section": ""}
+                                 "page_start": None, "page_end": None, "page_unit": None,
+                                 "anchor": None, "section": ""}
     assert set(out["citations"]) == {"cited", "invalid", "quotes_not_found", "uncited"}
     assert out["retrieval"]["query"] == "What must tomato plants get every day?"
     assert out["retrieval"]["hits"][0]["path"] == "docs/gardening.md"
