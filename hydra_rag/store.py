@@ -51,6 +51,9 @@ class FileEntry:
     # A document's extraction: {"key": content key in the cache, "format", "unit", "starts"}
     # (see hydra_rag.documents); None for a text file.
     doc: dict[str, Any] | None = None
+    # A hash of the content indexed (see hydra_rag.index.source.digest_of): a file whose
+    # size or mtime changed but whose content did not is not read again, only re-recorded.
+    digest: str = ""
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"size": self.size, "mtime_ns": self.mtime_ns, "kind": self.kind,
@@ -59,6 +62,8 @@ class FileEntry:
             d["skip"] = self.skip
         if self.doc is not None:
             d["doc"] = self.doc
+        if self.digest:
+            d["digest"] = self.digest
         return d
 
 
@@ -212,7 +217,8 @@ class Store:
             raw = json.loads(self.files_path.read_text(encoding="utf-8"))
             return {
                 rel: FileEntry(int(e["size"]), int(e["mtime_ns"]), e.get("kind"),
-                               list(e.get("chunks", [])), e.get("skip", ""), e.get("doc"))
+                               list(e.get("chunks", [])), e.get("skip", ""), e.get("doc"),
+                               e.get("digest", ""))
                 for rel, e in raw["files"].items()
             }
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:

@@ -76,6 +76,29 @@ def test_incremental_runs(home: Path, corpus: Path) -> None:
     assert all(c.status == "ok" for c in check_index(corpus))
 
 
+def test_same_content_with_a_new_mtime_is_not_read_again(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "c", {"a.md": "# Kites\n\nBox kites fly in strong wind.\n",
+                                       "b.py": "def fly(kite):\n    return kite.lift()\n"})
+    index_folder(root, load_settings())
+    before = json.loads((root / ".hydra-index/files.json").read_text())["files"]
+    assert all(len(e["digest"]) == 32 for e in before.values())
+    # A checkout that rewrites both files: one with the same bytes, one changed at equal size.
+    (root / "a.md").write_text("# Kites\n\nBox kites fly in strong wind.\n")
+    (root / "b.py").write_text("def fly(kite):\n    return kite.drag()\n")
+    for f in ("a.md", "b.py"):
+        st = (root / f).stat()
+        os.utime(root / f, ns=(st.st_atime_ns, st.st_mtime_ns + 3_000_000_000))
+    rep = index_folder(root, load_settings())
+    assert (rep.files_touched, rep.files_indexed, rep.files_unchanged) == (1, 1, 1)
+    after = json.loads((root / ".hydra-index/files.json").read_text())["files"]
+    assert after["a.md"]["chunks"] == before["a.md"]["chunks"]
+    assert after["a.md"]["mtime_ns"] == (root / "a.md").stat().st_mtime_ns  # re-recorded
+    assert after["b.py"]["digest"] != before["b.py"]["digest"]
+    # Recorded: the next run is a no-op by (size, mtime) alone.
+    again = index_folder(root, load_settings())
+    assert (again.files_touched, again.files_indexed, again.files_unchanged) == (0, 0, 2)
+
+
 def test_unchanged_chunks_reuse_their_vectors(home: Path, tmp_path: Path) -> None:
     body = "".join(f"Paragraph {i}: the committee discussed budget item {i} at length.\n\n"
                    for i in range(120))

@@ -37,6 +37,7 @@ class IndexReport:
     files_seen: int = 0
     files_indexed: int = 0
     files_unchanged: int = 0
+    files_touched: int = 0  # of the unchanged: a new mtime or size, the same content (not read again)
     files_removed: int = 0
     files_skipped: dict[str, int] = field(default_factory=dict)
     chunks_added: int = 0

@@ -11,7 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,7 +22,7 @@ from hydra_rag.contextualize import with_context
 from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS, format_of
 from hydra_rag.errors import HydraError, IndexLocked
 from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
-from hydra_rag.index.source import read_source, resolve_root, walker
+from hydra_rag.index.source import digest_of, read_source, resolve_root, walker
 from hydra_rag.index.state import State
 from hydra_rag.lexical import parse_language
 from hydra_rag.locks import file_lock, lock_holder
@@ -57,6 +57,7 @@ class _Prepared:
     inputs: list[str] = field(default_factory=list)  # what is embedded, a text per row
     long_lines: bool = False  # mostly minified code or data on long lines (warned of)
     doc: dict[str, Any] | None = None  # a document's extraction record (see FileEntry.doc)
+    digest: str = ""  # the content's hash (FileEntry.digest)
 
 
 _T = TypeVar("_T")
@@ -183,6 +184,14 @@ class Run(State):
                 else:
                     report.files_unchanged += 1
                 continue
+            if (e is not None and e.digest and e.kind and not e.skip
+                    and not (redo_docs and format_of(cand.rel))
+                    and digest_of(self.root, cand.rel, e.doc is not None) == e.digest):
+                # Touched, checked out again, copied over with the same bytes: re-recorded only.
+                files[cand.rel] = replace(e, size=cand.size, mtime_ns=cand.mtime_ns)
+                report.files_unchanged += 1
+                report.files_touched += 1
+                continue
             changed.append(cand)
         removed = [rel for rel in files if rel not in seen]
 
@@ -198,6 +207,8 @@ class Run(State):
         self.meta["lexical"] = {t: a.to_meta() for t, a in self.analysis.items()}
         self.meta["format_version"] = FORMAT_VERSION
         store.write_meta(self.meta)
+        if report.files_touched and not changed and not removed:
+            store.write_files(files)
         if not changed and not removed:
             report.files_skipped = dict(skipped)
             if self.resumed:  # the interrupted run may not have brought it up to date
@@ -305,7 +316,8 @@ class Run(State):
             })
             inputs.append(embedded)
         return _Prepared(cand, kind, rows, document=text if self.ctx else "", inputs=inputs,
-                         long_lines=src.doc is None and mostly_long_lines(text), doc=src.doc)
+                         long_lines=src.doc is None and mostly_long_lines(text), doc=src.doc,
+                         digest=src.digest)
 
     def _flush(self, batch: list[_Prepared], files: dict[str, FileEntry],
                start_files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
@@ -362,8 +374,8 @@ class Run(State):
             report.chunks_removed += len(stale)
         if self.ctx is not None:
             self.ctx.save()  # before files.json: a recorded file's contexts are never lost
-        for cand, kind, rows, long_lines, doc in ((p.cand, p.kind, p.rows, p.long_lines, p.doc)
-                                                  for p in batch if p.kind):
+        for p in (p for p in batch if p.kind):
+            cand, kind, rows, long_lines = p.cand, p.kind, p.rows, p.long_lines
             if long_lines:
                 report.long_lines.append(cand.rel)
             old = files.get(cand.rel)
@@ -371,7 +383,7 @@ class Run(State):
                 store.delete_ids(old.kind, old.chunks)  # the file changed tables
                 report.chunks_removed += len(old.chunks)
             files[cand.rel] = FileEntry(cand.size, cand.mtime_ns, kind, [r["id"] for r in rows],
-                                        doc=doc)
+                                        doc=p.doc, digest=p.digest)
             report.files_indexed += 1
         store.write_files(files)
         return touched

@@ -4,6 +4,7 @@ skipped. One function, for `index` and `index --dry-run` alike; and the dry run 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,19 @@ from hydra_rag.chunk import markup_of
 from hydra_rag.classify import PROSE, classify
 from hydra_rag.config import Settings
 from hydra_rag.documents import Skip, format_of
+from hydra_rag.documents.cache import content_key
 from hydra_rag.documents.reader import Reader
 from hydra_rag.errors import HydraError
 from hydra_rag.index.report import DryRunReport
 from hydra_rag.store import Store
-from hydra_rag.walk import Candidate, Walker, content_skip, mostly_long_lines, read_indexable
+from hydra_rag.walk import (
+    Candidate,
+    Walker,
+    content_skip,
+    mostly_long_lines,
+    read_indexable,
+    read_text,
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,7 @@ class Source:
     doc: dict[str, Any] | None = None  # {"key", "format", "unit", "starts"} of a document
     skip: str = ""
     detail: str = ""  # what made a document unreadable ("password-protected", "page 3: …")
+    digest: str = ""  # of the content indexed (digest_of)
 
 
 def reader_for(settings: Any, index_dir: Path | None, write: bool = True) -> Reader:
@@ -44,11 +54,31 @@ def read_source(root: Path, cand: Candidate, reader: Reader | None) -> Source:
         if not cand.included and (why := content_skip(ex.text)):
             return Source(None, skip=why)
         return Source(ex.text, PROSE, "md",
-                      {"key": key, "format": ex.format, "unit": ex.unit, "starts": ex.starts})
+                      {"key": key, "format": ex.format, "unit": ex.unit, "starts": ex.starts},
+                      digest=key)
     text, why = read_indexable(path, cand.included)
     if text is None:
         return Source(None, skip=why)
-    return Source(text, classify(cand.rel, text[:200]), markup_of(cand.rel))
+    return Source(text, classify(cand.rel, text[:200]), markup_of(cand.rel), digest=text_digest(text))
+
+
+def text_digest(text: str) -> str:
+    """The hash of a text file's content as indexed (BLAKE2b from the standard library: fast
+    enough next to reading the file, and no dependency)."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def digest_of(root: Path, rel: str, document: bool) -> str | None:
+    """The hash a file's content has now, computed as read_source computes it (None: it cannot
+    be read as text now). A document's is its extraction cache key."""
+    path = root / rel
+    if document:
+        try:
+            return content_key(path)
+        except OSError:
+            return None
+    text, _ = read_text(path)
+    return None if text is None else text_digest(text)
 
 
 def resolve_root(path: Path) -> Path:
