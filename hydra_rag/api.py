@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hydra_rag.documents import page_fields
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import INDEX_DIR, store_names  # noqa: F401 (part of the API)
 
@@ -217,8 +218,7 @@ def hit_json(rank: int, h: Any, query: str, names: dict[str, str]) -> dict[str, 
 
     return {"rank": rank, "path": h.path, "store": h.store, "store_name": names.get(h.store, ""),
             "kind": h.kind, "line_start": h.line_start, "line_end": h.line_end,
-            "page_start": h.page_start or None, "page_end": h.page_end or None,
-            "page_unit": h.page_unit or None, "anchor": h.anchor or None,
+            **page_fields(h.page_unit, h.page_start, h.page_end),
             "section": h.section, "score": round(h.score, 6), "text": h.text, "ranks": h.ranks,
             **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {}),
             # the lines shown as the reason it matched; weak: it does not bear on the query

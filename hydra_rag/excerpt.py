@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.documents import cite
+from hydra_rag.documents import page_fields
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.walk import read_indexable, read_text
 
@@ -39,9 +39,7 @@ class Excerpt:
     def to_json(self) -> dict[str, Any]:
         return {"root": str(self.root), "path": self.path, "line_start": self.line_start,
                 "line_end": self.line_end, "total_lines": self.total,
-                "page_start": self.page_start or None, "page_end": self.page_end or None,
-                "page_unit": self.page_unit or None,
-                "anchor": cite(self.page_unit, self.page_start, self.page_end) or None,
+                **page_fields(self.page_unit, self.page_start, self.page_end),
                 "section": self.section, "changed": self.changed}
 
 

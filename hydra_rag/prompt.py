@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra_rag.documents import cite, locate
+from hydra_rag.documents import locate, page_fields
 
 INSTRUCTION = (
     "You answer questions about the user's files using only the numbered context passages. "
@@ -51,9 +51,7 @@ class Source:
     def to_json(self) -> dict[str, Any]:
         return {"n": self.n, "store": self.store, "store_name": self.store_name, "path": self.path,
                 "line_start": self.line_start, "line_end": self.line_end,
-                "page_start": self.page_start or None, "page_end": self.page_end or None,
-                "page_unit": self.page_unit or None,
-                "anchor": cite(self.page_unit, self.page_start, self.page_end) or None,
+                **page_fields(self.page_unit, self.page_start, self.page_end),
                 "section": self.section}
 
     def where(self, multi: bool) -> str:

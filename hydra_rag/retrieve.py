@@ -39,7 +39,7 @@ import numpy as np
 
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
-from hydra_rag.documents import cite, text_anchors
+from hydra_rag.documents import text_anchors
 from hydra_rag.embed import EmbedClient, connect
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
@@ -94,11 +94,6 @@ class Hit:
     page_start: int = 0
     page_end: int = 0
     page_unit: str = ""
-
-    @property
-    def anchor(self) -> str:
-        """`p. 12`, `pp. 3–4`, `slide 2`, `ch. 5`, or "" for a file without pages."""
-        return cite(self.page_unit, self.page_start, self.page_end)
 
 
 class _Moved(Exception):

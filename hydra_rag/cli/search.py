@@ -20,7 +20,7 @@ from hydra_rag.cli.base import (
     rerank_flags,
     say,
 )
-from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.errors import HydraError
 from hydra_rag.paths import store_names
 
 
@@ -220,9 +220,7 @@ def get(
     from hydra_rag.excerpt import parse_spec, read_excerpt
 
     target, start, end = parse_spec(spec)
-    if page is not None and start is not None:
-        raise UsageError("give lines (PATH:START-END) or --page, not both")
-    ex = read_excerpt(target, start, end, page=page)
+    ex = read_excerpt(target, start, end, page=page)  # lines and a page together: UsageError
     if ex.changed:
         say(f"warning: {ex.path} changed since it was indexed — run `hydra-rag index {ex.root}`")
     if as_json:

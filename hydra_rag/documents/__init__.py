@@ -110,6 +110,12 @@ def cite(unit: str, first: int, last: int) -> str:
     return f"{short} {first}" if first == last else f"{plural} {first}–{last}"
 
 
+def page_fields(unit: str, first: int, last: int) -> dict[str, Any]:
+    """The page fields of a hit, source or excerpt in JSON: all null for a file without pages."""
+    return {"page_start": first or None, "page_end": last or None, "page_unit": unit or None,
+            "anchor": cite(unit, first, last) or None}
+
+
 def locate(path: str, line_start: int, line_end: int, unit: str = "", first: int = 0,
            last: int = 0) -> str:
     """Where a passage is, as a reader looks it up: `report.pdf p. 12` for a document with

@@ -27,22 +27,27 @@ def _w(tag: str) -> str:
     return f"{{{_W}}}{tag}"
 
 
+def _level_set(ppr: Any) -> int | None:
+    """The heading level paragraph properties set (1-9; 0: body text), or None when they
+    set none."""
+    lvl = ppr.find(_w("outlineLvl")) if ppr is not None else None
+    if lvl is None:
+        return None
+    v = int(lvl.get(_w("val"), "9"))
+    return v + 1 if v < 9 else 0
+
+
 def _outline_level(p: Any) -> int:
     """A paragraph's heading level (1-9), or 0 for body text: its own outline level, its
     style's (or a base style's), or a style named like a heading."""
-    ppr = p._p.pPr
-    if ppr is not None:
-        lvl = ppr.find(_w("outlineLvl"))
-        if lvl is not None:
-            v = int(lvl.get(_w("val"), "9"))
-            return v + 1 if v < 9 else 0
+    own = _level_set(p._p.pPr)
+    if own is not None:
+        return own
     style, depth = p.style, 0
     while style is not None and depth < 10:
-        el = style.element.pPr
-        lvl = el.find(_w("outlineLvl")) if el is not None else None
-        if lvl is not None:
-            v = int(lvl.get(_w("val"), "9"))
-            return v + 1 if v < 9 else 0
+        level = _level_set(style.element.pPr)
+        if level is not None:
+            return level
         name = style.name or ""
         if name.lower() == "title":
             return 1
