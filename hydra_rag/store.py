@@ -419,13 +419,18 @@ class Store:
         return tbl.search().select(columns).limit(None).to_arrow()
 
     def rows_for_paths(self, name: str, paths: list[str], columns: list[str]) -> list[dict[str, Any]]:
+        return self.rows_in(name, "path", paths, columns)
+
+    def rows_in(self, name: str, column: str, values: list[str],
+                columns: list[str]) -> list[dict[str, Any]]:
+        """The rows whose `column` is one of `values`."""
         tbl = self.table(name)
-        if tbl is None or not paths:
+        if tbl is None or not values:
             return []
         out: list[dict[str, Any]] = []
-        for i in range(0, len(paths), 200):
+        for i in range(0, len(values), 200):
             out += (
-                tbl.search().where(_in_list("path", paths[i : i + 200]))
+                tbl.search().where(_in_list(column, values[i : i + 200]))
                 .select(columns).limit(None).to_list()
             )
         return out

@@ -142,6 +142,7 @@ class WalkResult:
     files: list[Candidate] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_paths: dict[str, list[str]] = field(default_factory=dict)
+    dirs: set[str] = field(default_factory=set)  # folders walked into ("" the root)
 
     def skip(self, reason: str, rel: str) -> None:
         self.skipped[reason] += 1
@@ -316,6 +317,7 @@ class Walker:
     def _walk_dir(
         self, path: Path, rel_dir: str, layers: list[_Layer], result: WalkResult, pruned: bool
     ) -> None:
+        result.dirs.add(rel_dir)
         if not pruned:
             for fname, reason in ((".gitignore", "gitignore"), (".hydraignore", "hydraignore")):
                 f = path / fname

@@ -99,6 +99,26 @@ def test_same_content_with_a_new_mtime_is_not_read_again(home: Path, tmp_path: P
     assert (again.files_touched, again.files_indexed, again.files_unchanged) == (0, 0, 2)
 
 
+def test_a_moved_folder_is_not_embedded_again(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "c", {
+        f"notes/n{i}.md": f"# Note {i}\n\nThe greenhouse vent {i} opens at {20 + i} degrees.\n"
+        for i in range(6)} | {"keep.py": "def vent(t):\n    return t > 24\n"})
+    first = index_folder(root, load_settings())
+    assert first.chunks_embedded == first.chunks_added == 7
+    (root / "notes").rename(root / "archive")
+    (root / "archive" / "n0.md").rename(root / "archive" / "renamed.md")
+    rep = index_folder(root, load_settings())
+    # Every chunk found its vector among the rows of the files that left.
+    assert (rep.files_indexed, rep.files_removed, rep.chunks_embedded) == (6, 6, 0)
+    assert rep.chunks_added == rep.chunks_removed == rep.chunks_reused == 6
+    hits = _search(root, "greenhouse vent opens at 20 degrees")
+    assert hits[0].path == "archive/renamed.md"
+    assert {h.path.split("/")[0] for h in hits} <= {"archive", "keep.py"}
+    assert _ids(root)["prose"] == sorted(c for e in json.loads(
+        (root / ".hydra-index/files.json").read_text())["files"].values() for c in e["chunks"]
+        if e["kind"] == "prose")
+
+
 def test_unchanged_chunks_reuse_their_vectors(home: Path, tmp_path: Path) -> None:
     body = "".join(f"Paragraph {i}: the committee discussed budget item {i} at length.\n\n"
                    for i in range(120))

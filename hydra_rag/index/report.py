@@ -43,6 +43,7 @@ class IndexReport:
     chunks_added: int = 0
     chunks_removed: int = 0
     chunks_reused: int = 0
+    chunks_embedded: int = 0  # chunks whose vector the embedder computed (the rest were reused)
     chunks_total: dict[str, int] = field(default_factory=dict)
     embedders: dict[str, str] = field(default_factory=dict)
     rebuilt: bool = False
@@ -58,9 +59,11 @@ class IndexReport:
     document_problems: dict[str, str] = field(default_factory=dict)
     documents_extracted: int = 0  # documents read by the extractor (the rest came from its cache)
     elapsed_s: float = 0.0
+    # The folders the walk went through (relative, "" the root): what `watch` listens to.
+    dirs: set[str] = field(default_factory=set, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "dirs"}
 
 
 @dataclass

@@ -102,6 +102,7 @@ class Run(State):
             self.store.journal_path.touch()  # check every row against files.json
         self.progress(Progress("walk", message=f"walking {self.root}"))
         walked = walker(self.root, include, exclude, self.settings).walk()
+        self.report.dirs = walked.dirs
         self.choose_language(walked, full)
         self.files = self.load_state(full)
         self.choose_analysis()
@@ -109,6 +110,9 @@ class Run(State):
         store = self.store
         store.journal_path.unlink(missing_ok=True)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        # What this run was asked to take in or leave out: `status` and `watch` diff and index
+        # the folder with the same selection.
+        self.meta["selection"] = {"include": list(include or []), "exclude": list(exclude or [])}
         self.meta["extractor_version"] = EXTRACTOR_VERSION  # once every document was read by it
         store.write_meta(self.meta)
         if self.live is not None:
@@ -217,13 +221,11 @@ class Run(State):
 
         store.journal_path.touch()
         touched: set[str] = set()
+        # The rows of files that left are deleted last: a file that was moved or renamed (or
+        # copied from one that left) finds its chunks' vectors among them.
+        leaving = {t: [c for rel in removed if files[rel].kind == t for c in files[rel].chunks]
+                   for t in TABLES}
         if removed:
-            for t in TABLES:
-                ids = [c for rel in removed if files[rel].kind == t for c in files[rel].chunks]
-                store.delete_ids(t, ids)
-                report.chunks_removed += len(ids)
-                if ids:
-                    touched.add(t)
             for rel in removed:
                 if files[rel].chunks or not files[rel].skip:
                     report.files_removed += 1
@@ -242,6 +244,11 @@ class Run(State):
             done.files_done += len(batch)
             done.bytes_done += sum(p.cand.size for p in batch)
             self.progress(done)
+        for t, ids in leaving.items():
+            store.delete_ids(t, ids)
+            report.chunks_removed += len(ids)
+            if ids:
+                touched.add(t)
         report.files_skipped = dict(skipped)
         if report.long_lines:
             report.notes.append(_long_lines_note(report.long_lines))
@@ -340,6 +347,13 @@ class Run(State):
                 reused[r["hash"]] = r["vector"]
             all_rows = [r for _, rows in items for r in rows]
             need = [r for r in all_rows if r["hash"] not in reused]
+            if need and self.ctx is None and any(e.kind == t for e in start_files.values()):
+                # The same text anywhere in the table (a moved, renamed or copied file): its
+                # vector is this chunk's. Not when contextualized: a context depends on the file.
+                for r in store.rows_in(t, "hash", sorted({r["hash"] for r in need}),
+                                       ["hash", "vector"]):
+                    reused[r["hash"]] = r["vector"]
+                need = [r for r in all_rows if r["hash"] not in reused]
             client = self.client(t)
             embed_text = {id(r): x for p in batch if p.kind == t
                           for r, x in zip(p.rows, p.inputs, strict=True)}
@@ -355,6 +369,7 @@ class Run(State):
                     self.progress(done)
 
                 vecs = client.embed_documents([embed_text[id(r)] for r in need], on_batch)
+                report.chunks_embedded += len(need)
                 for r, v in zip(need, vecs, strict=True):
                     r["vector"] = v
             for r in all_rows:
