@@ -19,11 +19,11 @@ from hydra_rag import rebuild, registry
 from hydra_rag.chunk import SECTION_SEP, chunk_text
 from hydra_rag.config import Settings
 from hydra_rag.contextualize import with_context
-from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS, format_of
+from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS
 from hydra_rag.errors import HydraError, IndexLocked
 from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
-from hydra_rag.index.source import digest_of, read_source, resolve_root, walker
-from hydra_rag.index.state import State
+from hydra_rag.index.source import read_source, resolve_root, walker
+from hydra_rag.index.state import State, diff, stale_analysis
 from hydra_rag.lexical import parse_language
 from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store
@@ -171,39 +171,18 @@ class Run(State):
     def run(self, walked: WalkResult, files: dict[str, FileEntry]) -> None:
         store, report = self.store, self.report
         start_files = dict(files)
-        seen = {c.rel for c in walked.files}
         report.files_seen = len(walked.files)
-        changed: list[Candidate] = []
-        skipped: Counter[str] = Counter(walked.skipped)
-        # Files of a document format indexed by another extractor version (or as plain text,
-        # before documents were read) are read again, once.
-        redo_docs = self.meta.get("extractor_version") != EXTRACTOR_VERSION
-        for cand in walked.files:
-            e = files.get(cand.rel)
-            if (e is not None and e.size == cand.size and e.mtime_ns == cand.mtime_ns
-                    and not (cand.included and e.skip in OVERRIDABLE)
-                    and not (redo_docs and format_of(cand.rel))):
-                if e.skip:
-                    skipped[e.skip] += 1
-                else:
-                    report.files_unchanged += 1
-                continue
-            if (e is not None and e.digest and e.kind and not e.skip
-                    and not (redo_docs and format_of(cand.rel))
-                    and digest_of(self.root, cand.rel, e.doc is not None) == e.digest):
-                # Touched, checked out again, copied over with the same bytes: re-recorded only.
-                files[cand.rel] = replace(e, size=cand.size, mtime_ns=cand.mtime_ns)
-                report.files_unchanged += 1
-                report.files_touched += 1
-                continue
-            changed.append(cand)
-        removed = [rel for rel in files if rel not in seen]
+        d = diff(self.root, walked, files, self.meta)
+        changed, removed, skipped = d.reread, d.removed, d.skipped
+        for cand in d.touched:
+            files[cand.rel] = replace(files[cand.rel], size=cand.size, mtime_ns=cand.mtime_ns)
+        report.files_unchanged += d.unchanged + len(d.touched)
+        report.files_touched += len(d.touched)
 
-        lexical = self.meta.get("lexical") or {}
-        stale = [t for t in store.table_names()  # a directory check: no LanceDB import
-                 if lexical.get(t) != self.analysis[t].to_meta()]
+        stale = stale_analysis(self.meta, store.table_names(),  # a directory check: no LanceDB
+                               self.analysis)
         if stale:
-            store = self._reanalyse(stale, lexical, files)
+            store = self._reanalyse(stale, self.meta.get("lexical") or {}, files)
         for t in TABLES:
             if t not in store.table_names():
                 a, emb = self.analysis[t], self.embedders[t]

@@ -5,7 +5,9 @@ full-text analysis."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,13 +17,13 @@ from hydra_rag.chunk import CHUNKER_VERSION
 from hydra_rag.classify import classify
 from hydra_rag.config import Settings
 from hydra_rag.contextualize import Contextualizer, with_context
-from hydra_rag.documents import format_of
+from hydra_rag.documents import EXTRACTOR_VERSION, format_of
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
-from hydra_rag.index.source import read_source, reader_for
+from hydra_rag.index.source import digest_of, read_source, reader_for
 from hydra_rag.lexical import Analysis, detect_language, parse_language
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store, new_meta
-from hydra_rag.walk import Candidate, WalkResult, read_indexable
+from hydra_rag.walk import OVERRIDABLE, Candidate, WalkResult, read_indexable
 
 if TYPE_CHECKING:
     from hydra_rag.embed import EmbedClient
@@ -90,26 +92,11 @@ class State:
                     self.report.repaired.append(f"{exc}; rebuilt it from the tables")
                 else:
                     reason = f"{exc} and the tables do not say which embedder built them"
+        ctx_model = context_model(meta, self.settings, self.contextualize)
         if not reason and meta:
-            if meta.get("format_version") not in (1, FORMAT_VERSION):  # 1 is migrated
-                reason = f"index format {meta.get('format_version')} → {FORMAT_VERSION}"
-            elif meta.get("chunker_version") != CHUNKER_VERSION:
-                reason = (f"chunker version {meta.get('chunker_version')} → {CHUNKER_VERSION}")
-            else:
-                for t, (eid, dims) in wanted.items():
-                    have = meta.get("tables", {}).get(t)
-                    if have and (have.get("embedder"), have.get("dims")) != (eid, dims):
-                        reason = (f"table {t} was built with embedder {have.get('embedder')} "
-                                  f"({have.get('dims')} dims), now {eid} ({dims} dims)")
-                        break
+            reason = rebuild_reason(meta, wanted, ctx_model)
         elif not reason and store.table_names():
             reason = "the index has tables but no meta.yaml"
-        was_ctx = str(meta.get("contextualize") or "")
-        ctx_model = (self.settings.context_model if self.contextualize
-                     else "" if self.contextualize is False else was_ctx)
-        if not reason and meta and was_ctx != ctx_model:
-            reason = (f"contextualize {was_ctx or 'off'} → {ctx_model or 'off'} "
-                      "(every vector changes; contexts already written are reused)")
         if ctx_model:  # a missing model fails here, before anything is dropped
             self.ctx = Contextualizer(ctx_model, self.settings, store.dir / "contexts.json")
         if reason:
@@ -169,13 +156,8 @@ class State:
                 has_prose = any(e.kind == "prose" and e.chunks for e in files.values())
             except HydraError:
                 pass  # load_state reports and repairs it
-        stored = ((meta.get("lexical") or {}).get("prose") or {}).get("language")
-        if self.language and self.language != "auto":
-            lang = parse_language(self.language)
-        elif self.language != "auto" and stored and has_prose:
-            lang = str(stored)
-        else:
-            lang = detect_language(self._prose_samples(walked))
+        lang = prose_language(self.language, meta, has_prose,
+                              lambda: detect_language(prose_samples(self.root, walked, self.docs)))
         self.prose_language = lang
         chosen = self.embedders["prose"]
         emb = table_embedder(self.settings, "prose", lang)
@@ -205,24 +187,6 @@ class State:
             return lambda text, path, section: a.document(with_context(section, text))
         return lambda text, path, section: a.document(
             with_context(ctx.cached(path, text) or "", with_context(section, text)))
-
-    def _prose_samples(self, walked: WalkResult, want: int = 40, look: int = 400) -> list[str]:
-        samples: list[str] = []
-        # Prose by name alone first: a code-only folder reads nothing here.
-        named = [c for c in walked.files if classify(c.rel, "") == "prose"]
-        for cand in named[:look]:
-            text, _ = read_indexable(self.root / cand.rel)
-            if text and classify(cand.rel, text[:200]) == "prose":
-                samples.append(text[:3000])
-                if len(samples) >= want:
-                    break
-        # Documents next (what is extracted here is cached: the run does not read it again).
-        docs = [c for c in walked.files if format_of(c.rel) and format_of(c.rel) != "html"]
-        for cand in docs[:max(0, min(want - len(samples), 10))]:
-            src = read_source(self.root, cand, self.docs)
-            if src.text:
-                samples.append(src.text[:3000])
-        return samples
 
     def _files_from_tables(self) -> dict[str, FileEntry]:
         """Rebuild files.json from the rows: stat unknown, so every file is re-checked."""
@@ -272,3 +236,127 @@ def _read_journal(path: Path) -> dict[str, Any] | None:
             record) else None
     except (OSError, ValueError):
         return None
+
+
+# -- the decisions, as functions of what is on disk: `index` takes them, `status` reports them --
+
+
+def context_model(meta: dict[str, Any], settings: Settings, contextualize: bool | None) -> str:
+    """The chat model that writes chunk contexts ("" = off): --contextualize switches to the
+    configured one, --no-contextualize off, neither keeps the folder's choice."""
+    if contextualize:
+        return settings.context_model
+    return "" if contextualize is False else str(meta.get("contextualize") or "")
+
+
+def rebuild_reason(meta: dict[str, Any], wanted: dict[str, tuple[str, int]], ctx_model: str) -> str:
+    """Why the index that `meta` describes must be rebuilt to hold vectors of the `wanted`
+    (embedder id, dims) per table, contextualized by `ctx_model` ("" when it need not be)."""
+    if meta.get("format_version") not in (1, FORMAT_VERSION):  # 1 is migrated
+        return f"index format {meta.get('format_version')} → {FORMAT_VERSION}"
+    if meta.get("chunker_version") != CHUNKER_VERSION:
+        return f"chunker version {meta.get('chunker_version')} → {CHUNKER_VERSION}"
+    for t, (eid, dims) in wanted.items():
+        have = meta.get("tables", {}).get(t)
+        if have and (have.get("embedder"), have.get("dims")) != (eid, dims):
+            return (f"table {t} was built with embedder {have.get('embedder')} "
+                    f"({have.get('dims')} dims), now {eid} ({dims} dims)")
+    was_ctx = str(meta.get("contextualize") or "")
+    if was_ctx != ctx_model:
+        return (f"contextualize {was_ctx or 'off'} → {ctx_model or 'off'} "
+                "(every vector changes; contexts already written are reused)")
+    return ""
+
+
+def prose_language(requested: str | None, meta: dict[str, Any], has_prose: bool,
+                   detect: Callable[[], str]) -> str:
+    """The prose language: --language (`requested`), else the one `meta` records if the index
+    has prose, else `detect()` (also for --language auto)."""
+    stored = ((meta.get("lexical") or {}).get("prose") or {}).get("language")
+    if requested and requested != "auto":
+        return parse_language(requested)
+    if requested != "auto" and stored and has_prose:
+        return str(stored)
+    return detect()
+
+
+def stale_analysis(meta: dict[str, Any], tables: list[str],
+                   analysis: dict[str, Analysis]) -> list[str]:
+    """The tables whose full-text index was built with another analysis than `analysis`
+    (a new language, a new lexical version, a format-1 index): they are re-analysed."""
+    lexical = meta.get("lexical") or {}
+    return [t for t in tables if lexical.get(t) != analysis[t].to_meta()]
+
+
+def prose_samples(root: Path, walked: WalkResult, reader: Any, want: int = 40,
+                  look: int = 400) -> list[str]:
+    """Texts to detect the prose language on: prose files by name, then a few documents."""
+    samples: list[str] = []
+    # Prose by name alone first: a code-only folder reads nothing here.
+    named = [c for c in walked.files if classify(c.rel, "") == "prose"]
+    for cand in named[:look]:
+        text, _ = read_indexable(root / cand.rel)
+        if text and classify(cand.rel, text[:200]) == "prose":
+            samples.append(text[:3000])
+            if len(samples) >= want:
+                break
+    # Documents next (what is extracted here is cached: the run does not read it again).
+    docs = [c for c in walked.files if format_of(c.rel) and format_of(c.rel) != "html"]
+    for cand in docs[:max(0, min(want - len(samples), 10))]:
+        src = read_source(root, cand, reader)
+        if src.text:
+            samples.append(src.text[:3000])
+    return samples
+
+
+@dataclass
+class Diff:
+    """A walk against files.json: what an index run reads (`reread`, in walk order: the
+    `added` and the `changed` files), what it forgets (`removed`), and what it only re-records
+    (`touched`: a new size or mtime, the same content)."""
+
+    reread: list[Candidate] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    touched: list[Candidate] = field(default_factory=list)
+    unchanged: int = 0  # not touched, not read (the touched ones aside)
+    skipped: Counter[str] = field(default_factory=Counter)  # the walk's and files.json's skips
+
+    @property
+    def current(self) -> bool:
+        return not (self.reread or self.removed)
+
+
+def diff(root: Path, walked: WalkResult, files: dict[str, FileEntry],
+         meta: dict[str, Any]) -> Diff:
+    """Compare a walk with files.json by (size, mtime); a file whose stat changed is hashed,
+    and is only `touched` if its content did not. Reads files, writes nothing."""
+    d = Diff(skipped=Counter(walked.skipped))
+    # Files of a document format indexed by another extractor version (or as plain text,
+    # before documents were read) are read again, once.
+    redo_docs = meta.get("extractor_version") != EXTRACTOR_VERSION
+    for cand in walked.files:
+        e = files.get(cand.rel)
+        redo = redo_docs and format_of(cand.rel) is not None
+        if e is None:
+            d.reread.append(cand)
+            d.added.append(cand.rel)
+            continue
+        if (e.size == cand.size and e.mtime_ns == cand.mtime_ns
+                and not (cand.included and e.skip in OVERRIDABLE) and not redo):
+            if e.skip:
+                d.skipped[e.skip] += 1
+            else:
+                d.unchanged += 1
+            continue
+        if (e.digest and e.kind and not e.skip and not redo
+                and digest_of(root, cand.rel, e.doc is not None) == e.digest):
+            # Touched, checked out again, copied over with the same bytes: re-recorded only.
+            d.touched.append(cand)
+            continue
+        d.reread.append(cand)
+        d.changed.append(cand.rel)
+    seen = {c.rel for c in walked.files}
+    d.removed = [rel for rel in files if rel not in seen]
+    return d
