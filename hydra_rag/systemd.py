@@ -1,0 +1,102 @@
+"""`hydra-rag watch --install`: a systemd user unit that runs the watch at login."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra_rag.errors import HydraError
+from hydra_rag.locks import write_atomic
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str  # hydra-rag-watch-<what>.service
+    path: Path
+    text: str
+    replaced: bool  # a unit of that name was there, with other contents
+
+    def commands(self) -> list[str]:
+        """What the user runs to start it now and at every login, and to read its log."""
+        return [f"systemctl --user daemon-reload && systemctl --user enable --now {self.name}",
+                f"journalctl --user -u {self.name} -f",
+                "loginctl enable-linger $USER  # optional: keep it running while logged out"]
+
+
+def unit_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "systemd" / "user"
+
+
+def quote(arg: str) -> str:
+    """One argument of ExecStart= as systemd reads it: double-quoted, with `\\` and `"`
+    escaped, `%` (its specifiers) doubled and `$` (its variables) doubled."""
+    esc = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    return f'"{esc}"'
+
+
+def unit_name(roots: list[Path], all_: bool, tags: list[str]) -> str:
+    """A name per set of folders, so that units for different folders do not overwrite each
+    other: `all`, `tag-<tags>`, or the folder's name (several: the first's, +N), each with a
+    short hash of the exact arguments."""
+    if all_:
+        what = "all"
+    elif tags:
+        what = "tag-" + "-".join(tags)
+    else:
+        what = roots[0].name + (f"+{len(roots) - 1}" if len(roots) > 1 else "")
+    slug = re.sub(r"[^A-Za-z0-9_.+-]+", "-", what).strip("-")[:40] or "folder"
+    key = "\0".join([str(all_), *tags, *map(str, roots)])
+    return f"hydra-rag-watch-{slug}-{hashlib.sha256(key.encode()).hexdigest()[:6]}.service"
+
+
+def install(roots: list[Path], all_: bool = False, tags: list[str] | None = None,
+            args: list[str] | None = None) -> Unit:
+    """Write the unit for `hydra-rag watch` over these folders (`args`: further options, e.g.
+    --include); returns it, and what to run to enable it."""
+    tags = list(tags or [])
+    roots = [r.expanduser().resolve() for r in roots]
+    for r in roots:
+        if not r.is_dir():
+            raise HydraError(f"{r} is not a folder")
+    # The interpreter this command runs in, not a `hydra-rag` looked up on a PATH that systemd
+    # does not share with the login shell.
+    cmd = [sys.executable, "-m", "hydra_rag", "watch", *map(str, roots)]
+    cmd += ["--all"] if all_ else [a for t in tags for a in ("--tag", t)]
+    cmd += list(args or [])
+    env = [f"Environment={quote(f'{k}={v}')}" for k, v in sorted(os.environ.items())
+           if k.startswith("HYDRA_RAG_")]
+    what = "every registered folder" if all_ else (
+        "folders tagged " + ", ".join(tags) if tags else ", ".join(map(str, roots)))
+    text = "\n".join([
+        "[Unit]",
+        f"Description=hydra-rag watch: keeps the index of {what} current",
+        "",
+        "[Service]",
+        "Type=simple",
+        "ExecStart=" + " ".join(quote(a) for a in cmd),
+        *env,
+        # SIGTERM ends a run at a consistent point and exits 0; an error (no folder left) is
+        # restarted after a pause.
+        "Restart=on-failure",
+        "RestartSec=30",
+        "TimeoutStopSec=120",
+        "Nice=10",
+        "",
+        "[Install]",
+        "WantedBy=default.target",
+        "",
+    ])
+    name = unit_name(roots, all_, tags)
+    path = unit_dir() / name
+    try:
+        replaced = path.is_file() and path.read_text() != text
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    except OSError as exc:
+        raise HydraError(f"cannot write {path}: {exc.strerror}") from None
+    return Unit(name, path, text, replaced)

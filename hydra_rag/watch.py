@@ -1,0 +1,291 @@
+"""Folders' indexes kept current from the operating system's file events (`hydra-rag watch`).
+
+The events only say *when* to look: each batch runs the ordinary incremental `index` run (walk,
+diff by stat and content hash, embed what changed), so a missed or coalesced event can never
+leave the index wrong, and everything `index` guarantees (its lock, crash safety, repair) holds.
+Events come from watchfiles (Rust `notify`: inotify on Linux, FSEvents on macOS), which keeps
+collecting them while a run is in progress; a burst (a branch switch, an unpacked archive) is
+gathered until the folder is quiet for a moment, then indexed in one run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hydra_rag.config import Settings
+from hydra_rag.errors import HydraError, IndexLocked
+from hydra_rag.index import IndexReport, Progress, index_folder, resolve_root
+from hydra_rag.paths import INDEX_DIR
+
+QUIET_S = 0.3  # a batch is indexed once no event came for this long (editors save in ms)
+GATHER_MAX_S = 10.0  # … or after this long, while a burst goes on (the rest is the next batch)
+TICK_S = 2.0  # how often an idle watch checks its folders still exist and retries failures
+RETRY_S = (5.0, 15.0, 60.0, 300.0)  # waits after a run failed (a dead sidecar, a full disk)
+LOCKED_RETRY_S = 2.0  # another run holds the folder: look again this soon
+POLL_MS = 2000  # the fallback when the system's limit of file watches is reached
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+@dataclass
+class WatchEvent:
+    """One thing a watch reports: `watching` (started), `indexed` (a run, after a batch of
+    changes or at start), `waiting` (another run holds the folder), `error` (a run failed; it
+    is retried), `warning` (a folder moved or deleted, a fallback), `progress` (a message
+    from an index run) or `stopped`."""
+
+    event: str
+    root: str = ""
+    message: str = ""
+    changes: int = 0  # file events this batch held for the folder
+    initial: bool = False  # the run that brings the folder current when watching starts
+    retry_in_s: float | None = None
+    report: IndexReport | None = None
+    roots: list[str] = field(default_factory=list)
+    at: str = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"event": self.event, "at": self.at}
+        if self.root:
+            d["root"] = self.root
+        if self.roots:
+            d["roots"] = self.roots
+        if self.message:
+            d["message"] = self.message
+        if self.event == "indexed":
+            d["changes"] = self.changes
+            d["initial"] = self.initial
+        if self.retry_in_s is not None:
+            d["retry_in_s"] = self.retry_in_s
+        if self.report is not None:
+            d |= {k: v for k, v in self.report.to_json().items() if k != "root"}
+        return d
+
+
+Emit = Callable[[WatchEvent], None]
+
+
+class _Notifier(Protocol):
+    def watch(self, debounce_ms: int, step_ms: int, timeout_ms: int,
+              stop_event: Any) -> set[tuple[int, str]] | str: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class _Folder:
+    root: Path
+    ident: tuple[int, int]  # (st_dev, st_ino): a folder moved away and another put there differ
+    dirs: set[str] = field(default_factory=set)  # folders the last walk went through
+    changes: int = 0  # relevant events since the last successful run
+    due: float | None = 0.0  # when to run (monotonic); None: nothing to do
+    failures: int = 0
+    waiting: bool = False  # for another run's lock (said once)
+    initial: bool = True
+
+    def relevant(self, rel: str) -> bool:
+        """Whether an event at `rel` can change what is indexed: it is in (or is) a folder the
+        walk went through, not in the index itself or in git's own files (except git's
+        exclude list). A file ignored by a pattern inside such a folder passes: its run is a
+        cheap no-op."""
+        if not rel or rel == INDEX_DIR or rel.startswith(INDEX_DIR + "/"):
+            return False
+        if rel.startswith(".git/") or rel == ".git":
+            return rel == ".git/info/exclude"
+        parent = rel.rpartition("/")[0]
+        return parent in self.dirs or not self.dirs  # no walk yet: everything counts
+
+
+def _ident(root: Path) -> tuple[int, int] | None:
+    try:
+        st = root.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class Watch:
+    """Watches folders and re-indexes each after its changes; `run()` returns when `stop` is
+    set, raises KeyboardInterrupt on Ctrl-C or SIGTERM (an interrupted run raises
+    IndexInterrupted, having kept a consistent index), and HydraError when no folder is left."""
+
+    def __init__(self, roots: list[Path], settings: Settings, emit: Emit,
+                 include: list[str] | None = None, exclude: list[str] | None = None,
+                 quiet_s: float = QUIET_S, force_polling: bool = False) -> None:
+        if not roots:
+            raise HydraError("no folder to watch")
+        self.settings = settings
+        self.emit = emit
+        # None: each folder's own selection, as its last `index` run recorded it
+        self.include, self.exclude = include, exclude
+        self.quiet_s = quiet_s
+        self.force_polling = force_polling
+        self.folders: dict[Path, _Folder] = {}
+        for r in roots:
+            root = resolve_root(r)
+            ident = _ident(root)
+            assert ident is not None  # resolve_root checked it is a folder
+            self.folders.setdefault(root, _Folder(root, ident))
+        self._notifier: _Notifier | None = None
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self, stop: Any = None) -> None:
+        """Watch until `stop` (an object with `is_set()`) is set."""
+        self._open()
+        try:
+            self._run_due()  # bring every folder current first
+            self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
+            while stop is None or not stop.is_set():
+                changes = self._wait(self._timeout_ms(), stop)
+                if changes is None:
+                    return
+                if changes:
+                    self._route(changes)
+                self._check_folders()
+                self._run_due()
+        finally:
+            self._close()
+
+    def _wait(self, timeout_ms: int, stop: Any) -> set[tuple[int, str]] | None:
+        """The next batch of events, gathered until the folders are quiet (empty: the timeout
+        passed; None: `stop` was set)."""
+        assert self._notifier is not None
+        got = self._notifier.watch(1600, 50, timeout_ms, stop)
+        changes: set[tuple[int, str]] = set()
+        deadline = time.monotonic() + GATHER_MAX_S
+        while True:
+            if got == "signal":
+                raise KeyboardInterrupt
+            if got == "stop":
+                return None
+            if got == "timeout" or not isinstance(got, set):
+                return changes
+            changes |= got
+            if time.monotonic() >= deadline:
+                return changes
+            got = self._notifier.watch(1600, 50, max(1, int(self.quiet_s * 1000)), stop)
+
+    def _timeout_ms(self) -> int:
+        wait = TICK_S
+        now = time.monotonic()
+        for f in self.folders.values():
+            if f.due is not None:
+                wait = min(wait, max(f.due - now, 0.0))
+        return max(1, int(wait * 1000))
+
+    def _route(self, changes: set[tuple[int, str]]) -> None:
+        """Count each event for the folder it is in, if it can matter to its index."""
+        for _kind, raw in changes:
+            path = Path(raw)
+            for f in self.folders.values():
+                try:
+                    rel = path.relative_to(f.root).as_posix()
+                except ValueError:
+                    continue
+                if rel != "." and f.relevant(rel):  # (a folder inside another counts for both)
+                    f.changes += 1
+                    if f.due is None:
+                        f.due = time.monotonic()
+
+    def _run_due(self) -> None:
+        now = time.monotonic()
+        for f in list(self.folders.values()):
+            if f.due is not None and f.due <= now:
+                self._index(f)
+
+    def _index(self, f: _Folder) -> None:
+        root = str(f.root)
+        include, exclude = self._selection(f.root)
+        try:
+            report = index_folder(f.root, self.settings, include, exclude,
+                                  progress=lambda p: self._progress(root, p))
+        except IndexLocked as exc:
+            if not f.waiting:  # said once per wait, not every two seconds
+                self.emit(WatchEvent("waiting", root, str(exc).split(";")[0]))
+            f.waiting = True
+            f.due = time.monotonic() + LOCKED_RETRY_S
+            return
+        except HydraError as exc:
+            if _ident(f.root) != f.ident:
+                return  # the folder went away mid-run: _check_folders says so
+            wait = RETRY_S[min(f.failures, len(RETRY_S) - 1)]
+            f.failures += 1
+            f.due = time.monotonic() + wait
+            self.emit(WatchEvent("error", root, str(exc), retry_in_s=wait))
+            return
+        self.emit(WatchEvent("indexed", root, changes=f.changes, initial=f.initial, report=report))
+        f.dirs = report.dirs
+        f.changes, f.due, f.failures, f.waiting, f.initial = 0, None, 0, False, False
+
+    def _progress(self, root: str, p: Progress) -> None:
+        # A sidecar starting, a rebuild, a re-analysis: said; walking and the full-text
+        # refresh happen on every batch: not.
+        if p.stage not in ("embed", "walk", "finish") and p.message:
+            self.emit(WatchEvent("progress", root, p.message))
+
+    def _selection(self, root: Path) -> tuple[list[str] | None, list[str] | None]:
+        """--include/--exclude given to watch, else what the folder's last index run used."""
+        if self.include is not None or self.exclude is not None:
+            return self.include, self.exclude
+        from hydra_rag.store import Store
+
+        try:
+            sel = Store(root).read_meta().get("selection") or {}
+        except HydraError:
+            return None, None
+        return list(sel.get("include") or []) or None, list(sel.get("exclude") or []) or None
+
+    # -- folders that go away ------------------------------------------------------------------
+
+    def _check_folders(self) -> None:
+        """A watched folder moved or deleted: say so, and go on watching the others."""
+        gone = [f for f in self.folders.values() if _ident(f.root) != f.ident]
+        if not gone:
+            return
+        for f in gone:
+            del self.folders[f.root]
+            self.emit(WatchEvent("warning", str(f.root), "the folder was moved or deleted; no "
+                                 "longer watched (its index, if it still exists, is not updated)"))
+        if not self.folders:
+            raise HydraError("every watched folder was moved or deleted; nothing left to watch")
+        # Events of the folders left may have been in the old notifier: look at them all again.
+        self._close()
+        self._open()
+        for f in self.folders.values():
+            if f.due is None:
+                f.due = time.monotonic()
+
+    def _open(self) -> None:
+        from watchfiles._rust_notify import RustNotify
+
+        paths = [str(r) for r in self.folders]
+        if not self.force_polling:
+            try:
+                self._notifier = RustNotify(paths, False, False, POLL_MS, True, False)
+                return
+            except OSError as exc:
+                # inotify's per-user limit of watched folders (fs.inotify.max_user_watches)
+                self.emit(WatchEvent("warning", message=(
+                    f"file events unavailable ({exc}); polling every {POLL_MS / 1000:g} s instead "
+                    "(raise fs.inotify.max_user_watches to use events)")))
+        self._notifier = RustNotify(paths, False, True, POLL_MS, True, False)
+
+    def _close(self) -> None:
+        if self._notifier is not None:
+            self._notifier.close()
+            self._notifier = None
+
+
+def watch_folders(roots: list[Path], settings: Settings, emit: Emit,
+                  include: list[str] | None = None, exclude: list[str] | None = None,
+                  stop: Any = None) -> None:
+    """Keep the indexes of `roots` current until `stop` is set or the process is interrupted."""
+    Watch(roots, settings, emit, include, exclude).run(stop)
+
