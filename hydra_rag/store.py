@@ -54,6 +54,9 @@ class FileEntry:
     # A hash of the content indexed (see hydra_rag.index.source.digest_of): a file whose
     # size or mtime changed but whose content did not is not read again, only re-recorded.
     digest: str = ""
+    # Why a document could not be read ("password-protected"), beside its skip reason: what
+    # `status --files` shows (absent from files.json written before it was kept).
+    error: str = ""
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"size": self.size, "mtime_ns": self.mtime_ns, "kind": self.kind,
@@ -64,6 +67,8 @@ class FileEntry:
             d["doc"] = self.doc
         if self.digest:
             d["digest"] = self.digest
+        if self.error:
+            d["error"] = self.error
         return d
 
 
@@ -218,7 +223,7 @@ class Store:
             return {
                 rel: FileEntry(int(e["size"]), int(e["mtime_ns"]), e.get("kind"),
                                list(e.get("chunks", [])), e.get("skip", ""), e.get("doc"),
-                               e.get("digest", ""))
+                               e.get("digest", ""), e.get("error", ""))
                 for rel, e in raw["files"].items()
             }
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:

@@ -58,6 +58,7 @@ class _Prepared:
     long_lines: bool = False  # mostly minified code or data on long lines (warned of)
     doc: dict[str, Any] | None = None  # a document's extraction record (see FileEntry.doc)
     digest: str = ""  # the content's hash (FileEntry.digest)
+    detail: str = ""  # what made a skipped document unreadable (FileEntry.error)
 
 
 _T = TypeVar("_T")
@@ -68,27 +69,45 @@ def _read_ahead(items: Iterator[_T], depth: int = 2) -> Iterator[_T]:
     batch overlaps with embedding this one (the HTTP wait releases the GIL)."""
     q: queue.Queue[Any] = queue.Queue(maxsize=depth)
     end = object()
+    closed = threading.Event()  # the consumer stopped early: the producer stops too
+
+    def put(item: Any) -> bool:
+        while not closed.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
 
     def produce() -> None:
         try:
             for item in items:
-                q.put(item)
-            q.put(end)
+                if not put(item):
+                    return
+            put(end)
         except BaseException as exc:  # handed to the consumer, raised there
-            q.put(exc)
+            put(exc)
 
     threading.Thread(target=produce, daemon=True, name="hydra-read-ahead").start()
-    while True:
-        item = q.get()
-        if item is end:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    try:
+        while True:
+            item = q.get()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        closed.set()
 
 
 class Run(State):
     """One index run: walk, diff, read and chunk, embed, store, switch."""
+
+    # Asked after each stored batch: True ends the run there, whole (what is left of the
+    # changed files is the next run's); `watch` stops this way.
+    stop_requested: Callable[[], bool] | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -223,6 +242,12 @@ class Run(State):
             done.files_done += len(batch)
             done.bytes_done += sum(p.cand.size for p in batch)
             self.progress(done)
+            if self.stop_requested is not None and self.stop_requested() \
+                    and done.files_done < len(changed):
+                report.files_left = len(changed) - done.files_done
+                report.notes.append(f"stopped before the end: {report.files_left} changed files "
+                                    "are left for the next run")
+                break
         for t, ids in leaving.items():
             store.delete_ids(t, ids)
             report.chunks_removed += len(ids)
@@ -281,7 +306,7 @@ class Run(State):
         if src.text is None:
             if src.detail:
                 self.report.document_problems[cand.rel] = f"{src.skip}: {src.detail}"
-            return _Prepared(cand, None, [], src.skip)
+            return _Prepared(cand, None, [], src.skip, detail=src.detail)
         text, kind = src.text, src.kind
         fits = self.clients[self.embedders[kind].id].fits
         analyse = self.analysis[kind].document
@@ -409,7 +434,8 @@ class Run(State):
         skipped[p.skip] += 1
         old = files.pop(p.cand.rel, None)
         if p.skip in ("binary", "not_utf8", "empty", "too_large", *OVERRIDABLE, *DOCUMENT_SKIPS):
-            files[p.cand.rel] = FileEntry(p.cand.size, p.cand.mtime_ns, None, [], p.skip)
+            files[p.cand.rel] = FileEntry(p.cand.size, p.cand.mtime_ns, None, [], p.skip,
+                                          error=p.detail)
         if old and old.chunks and old.kind:
             self.store.delete_ids(old.kind, old.chunks)
             self.report.chunks_removed += len(old.chunks)
@@ -446,8 +472,10 @@ def index_folder(
     repair: bool = False,
     language: str | None = None,
     contextualize: bool | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> IndexReport:
-    """Bring `root/.hydra-index` up to date with the folder; returns what was done."""
+    """Bring `root/.hydra-index` up to date with the folder; returns what was done. `stop`
+    is asked after each stored batch: True ends the run there, with a whole index."""
     t0 = time.monotonic()
     root = resolve_root(root)
     say = progress or (lambda _p: None)
@@ -466,6 +494,7 @@ def index_folder(
         if language and language != "auto":
             parse_language(language)  # a typo fails here, before a rebuild could drop anything
         run = Run(root, settings, say, language, contextualize)
+        run.stop_requested = stop
         try:
             report = run.index(include, exclude, full, repair)
         except KeyboardInterrupt:
