@@ -1,7 +1,9 @@
-"""`hydra-rag index`: a folder into its .hydra-index, with progress on stderr."""
+"""`hydra-rag index`: a folder into its .hydra-index, with progress on stderr; `hydra-rag status`:
+whether that index is current, read-only."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import time
 from collections.abc import Iterator
@@ -174,3 +176,78 @@ def index(
         f"prose {report.chunks_total.get('prose', 0)}) in {report.elapsed_s:.1f}s",
         markup=False, highlight=False,
     )
+
+
+@app.command()
+def status(
+    path: Annotated[list[Path] | None, typer.Argument(
+        help="Indexed folders (default: this one).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every registered folder.")] = False,
+    tag: Annotated[list[str] | None, typer.Option(
+        "--tag", help="The registered folders with this tag (repeatable).")] = None,
+    include: Annotated[list[str] | None, typer.Option(
+        "--include", help="Diff as `index --include` would (default: the last run's "
+        "--include and --exclude) (repeatable).")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(
+        "--exclude", help="Diff as `index --exclude` would (repeatable).")] = None,
+    files: Annotated[bool, typer.Option(
+        "--files", help="Every file's state: indexed, skipped (why), failed (the error), "
+        "added, changed, removed.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, a folder each.")] = False,
+) -> None:
+    """Whether each folder's index is current, changing nothing: exit 0 when every one is,
+    1 when one is stale or not indexed (for scripts and git hooks)."""
+    from hydra_rag.config import load_settings
+    from hydra_rag.index import statuses
+
+    found = statuses(path, load_settings(), all_, tag, include, exclude, files)
+    if as_json:
+        print_json([s.to_json() for s in found])
+    else:
+        for s in found:
+            _show_status(s)
+    if any(s.state != "current" for s in found):
+        raise typer.Exit(1)
+
+
+def _show_status(s: Any, shown: int = 10) -> None:
+    """One header line per folder; what the next run would do, and the command that does it."""
+    from rich.text import Text
+
+    styles = {"current": "green", "stale": "yellow", "not_indexed": "red"}
+    head = Text(s.root, style="bold")
+    head.append(f"  {s.state.replace('_', ' ')}", style=styles[s.state])
+    if s.problem:
+        head.append(f"  {s.problem}")
+    if s.last_indexed:
+        head.append(f"  indexed {s.last_indexed}", style="dim")
+        head.append(f"  {s.files} files")
+        for t, n in s.chunks.items():
+            how = ", ".join(x for x in (s.embedders.get(t), s.languages.get(t)) if x)
+            head.append(f"  {t} {n} chunks" + (f" ({how})" if how else ""))
+        if s.skipped:
+            head.append(f"  {sum(s.skipped.values())} skipped", style="dim")
+    out.print(head, highlight=False)
+
+    def line(text: str, style: str = "") -> None:
+        out.print(Text(f"  {text}", style=style), highlight=False)
+
+    for label, value in (("rebuild", s.rebuild), ("repair", s.repair)):
+        if value:
+            line(f"{label}: {value}", "yellow")
+    for label, paths in (("added", s.added), ("changed", s.changed), ("removed", s.removed)):
+        for rel in paths[:shown]:
+            line(f"{label:8} {rel}")
+        if len(paths) > shown:
+            line(f"… {len(paths) - shown} more {label}", "dim")
+    if s.touched:
+        line(f"{len(s.touched)} touched (a new mtime, the same content: nothing to index)", "dim")
+    for f in s.file_list or []:
+        detail = {"indexed": f"{f.kind}, {f.chunks} chunk{'s' if f.chunks != 1 else ''}",
+                  "skipped": skip_label(f.reason) + (f": {f.detail}" if f.detail else "")
+                  + (f" (--include {shlex.quote(f.include)})" if f.include else ""),
+                  "failed": f"{f.reason}: {f.detail}" if f.detail else f.reason}.get(f.state, "")
+        line(f"{f.state:8} {f.path}" + (f"  {detail}" if detail else ""),
+             "red" if f.state == "failed" else "dim" if f.state == "skipped" else "")
+    if s.fix:
+        line(f"run: {s.fix}")
