@@ -10,6 +10,7 @@ gathered until the folder is quiet for a moment, then indexed in one run.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,9 +112,11 @@ def _ident(root: Path) -> tuple[int, int] | None:
 
 
 class Watch:
-    """Watches folders and re-indexes each after its changes; `run()` returns when `stop` is
-    set, raises KeyboardInterrupt on Ctrl-C or SIGTERM (an interrupted run raises
-    IndexInterrupted, having kept a consistent index), and HydraError when no folder is left."""
+    """Watches folders and re-indexes each after its changes. `run()` returns after `stop()`
+    (a run in progress first finishes the batch it is embedding, so the index is left whole,
+    with no repair pending); raises KeyboardInterrupt on a signal while it runs without a
+    handler that calls `stop()` (an interrupted run raises IndexInterrupted), and HydraError
+    when no folder is left."""
 
     def __init__(self, roots: list[Path], settings: Settings, emit: Emit,
                  include: list[str] | None = None, exclude: list[str] | None = None,
@@ -133,17 +136,26 @@ class Watch:
             assert ident is not None  # resolve_root checked it is a folder
             self.folders.setdefault(root, _Folder(root, ident))
         self._notifier: _Notifier | None = None
+        self.stopping = threading.Event()
+        self.indexing = False  # a run is in progress
+        self._said_stopping = False
+
+    def stop(self) -> None:
+        """End `run()` at the next consistent point (safe from a signal handler or a thread)."""
+        self.stopping.set()
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def run(self, stop: Any = None) -> None:
-        """Watch until `stop` (an object with `is_set()`) is set."""
+    def run(self) -> None:
+        """Watch until `stop()`."""
         self._open()
         try:
             self._run_due()  # bring every folder current first
+            if self.stopping.is_set():
+                return
             self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
-            while stop is None or not stop.is_set():
-                changes = self._wait(self._timeout_ms(), stop)
+            while not self.stopping.is_set():
+                changes = self._wait(self._timeout_ms(), self.stopping)
                 if changes is None:
                     return
                 if changes:
@@ -197,15 +209,22 @@ class Watch:
     def _run_due(self) -> None:
         now = time.monotonic()
         for f in list(self.folders.values()):
+            if self.stopping.is_set():
+                return
             if f.due is not None and f.due <= now:
-                self._index(f)
+                self.indexing = True
+                try:
+                    self._index(f)
+                finally:
+                    self.indexing = False
 
     def _index(self, f: _Folder) -> None:
         root = str(f.root)
         include, exclude = self._selection(f.root)
         try:
             report = index_folder(f.root, self.settings, include, exclude,
-                                  progress=lambda p: self._progress(root, p))
+                                  progress=lambda p: self._progress(root, p),
+                                  stop=self.stopping.is_set)
         except IndexLocked as exc:
             if not f.waiting:  # said once per wait, not every two seconds
                 self.emit(WatchEvent("waiting", root, str(exc).split(";")[0]))
@@ -222,13 +241,20 @@ class Watch:
             return
         self.emit(WatchEvent("indexed", root, changes=f.changes, initial=f.initial, report=report))
         f.dirs = report.dirs
-        f.changes, f.due, f.failures, f.waiting, f.initial = 0, None, 0, False, False
+        f.failures, f.waiting = 0, False
+        if report.files_left:  # stopped before the end: the rest is for the next run
+            return
+        f.changes, f.due, f.initial = 0, None, False
 
     def _progress(self, root: str, p: Progress) -> None:
         # A sidecar starting, a rebuild, a re-analysis: said; walking and the full-text
         # refresh happen on every batch: not.
         if p.stage not in ("embed", "walk", "finish") and p.message:
             self.emit(WatchEvent("progress", root, p.message))
+        if self.stopping.is_set() and not self._said_stopping:
+            self._said_stopping = True
+            self.emit(WatchEvent("progress", root, "stopping once the batch being indexed is "
+                                 "stored (Ctrl-C again stops at once)"))
 
     def _selection(self, root: Path) -> tuple[list[str] | None, list[str] | None]:
         """--include/--exclude given to watch, else what the folder's last index run used."""
@@ -281,11 +307,3 @@ class Watch:
         if self._notifier is not None:
             self._notifier.close()
             self._notifier = None
-
-
-def watch_folders(roots: list[Path], settings: Settings, emit: Emit,
-                  include: list[str] | None = None, exclude: list[str] | None = None,
-                  stop: Any = None) -> None:
-    """Keep the indexes of `roots` current until `stop` is set or the process is interrupted."""
-    Watch(roots, settings, emit, include, exclude).run(stop)
-

@@ -271,22 +271,52 @@ def test_a_sidecar_that_dies_is_brought_back(isolated_home: Path, tmp_path: Path
     _consistent(root)
 
 
-def test_sigterm_mid_run_leaves_a_consistent_index(home: Path, tmp_path: Path,
-                                                   watching: Any) -> None:
+def test_sigterm_mid_run_leaves_a_whole_index(home: Path, tmp_path: Path, watching: Any) -> None:
     root = write_tree(tmp_path / "term", {"a.md": "# A\n\nA start.\n"})
-    w = watching(str(root))
-    w.started()
     text = " ".join(f"Line {j} about harbours, cranes and shipping containers." for j in range(40))
-    write_tree(root, {f"many/m{i}.md": f"# M{i}\n\n{text} Item {i}.\n" for i in range(120)})
-    time.sleep(1.2)  # inside the run by now (it embeds for several seconds)
+
+    def burst(name: str) -> None:
+        write_tree(root, {f"{name}/m{i}.md": f"# M{i}\n\n{text} {name} {i}.\n" for i in range(150)})
+
+    def first_batch_stored(name: str) -> None:
+        deadline = time.monotonic() + 60
+        while not any(p.startswith(name) for p in _files(root)):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+    small = {"HYDRA_RAG_INDEX_BATCH": "16"}  # batches of 16 chunks: a run of several batches
+    w = watching(str(root), env=small)
+    w.started()
+    burst("many")
+    first_batch_stored("many/")
     assert w.stop() == 0
-    stopped = json.loads(w.next_line(lambda s: '"stopped"' in s, timeout=10))
-    assert stopped["event"] == "stopped"
+    # It stopped after a stored batch: no repair pending, the rest left for the next run.
+    ev = w.expect("indexed", timeout=10)
+    assert 0 < ev["files_left"] < 150 and ev["files_indexed"] + ev["files_left"] == 150
+    assert "message" not in w.expect("stopped", timeout=10)
     _consistent(root)
-    # The next run picks up what was left.
+    assert len(_files(root)) == 1 + ev["files_indexed"]
+
+    # A second signal stops at once, inside a batch (one batch of 150 chunks here): the next
+    # run repairs what was cut and finishes.
+    w2 = watching(str(root))
+    w2.started()
+    burst("more")
+    journal = Store(root).journal_path
+    deadline = time.monotonic() + 60
+    while not journal.exists():  # the run is changing the index
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.3)
+    w2.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    assert w2.stop() == 0
+    st = w2.expect("stopped", timeout=10)
+    assert "interrupted" in st.get("message", ""), w2.seen[-3:]
+    assert not any(p.startswith("more/") for p in _files(root))
     proc = run_cli("index", str(root), "--json")
     assert proc.returncode == 0, proc.stderr
-    assert len(_files(root)) == 121
+    assert len(_files(root)) == 301
     _consistent(root)
 
 

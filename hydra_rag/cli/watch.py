@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from hydra_rag.cli.base import app, err, out, print_json, say
-from hydra_rag.cli.index import _sigterm_interrupts
 from hydra_rag.errors import UsageError
 
 
@@ -41,6 +43,27 @@ def _line(ev: Any) -> str | None:
     if ev.event == "stopped":
         return f"{clock}  stopped" + (f": {ev.message}" if ev.message else "")
     return None
+
+
+@contextmanager
+def _stops(w: Any) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: stop once the batch being indexed is stored (the index is left whole,
+    nothing to repair); a second one stops at once (the next run repairs). Once the watch has
+    ended they are ignored: the process is exiting, and Python's shutdown would otherwise give
+    them their default action back (a killed process, exit status -15, for a clean stop)."""
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        if w.stopping.is_set():
+            raise KeyboardInterrupt
+        w.stop()
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, on_signal)
+    try:
+        yield
+    finally:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
 
 
 @app.command()
@@ -104,7 +127,7 @@ def watch(
 
     w = Watch(roots, load_settings(), emit, include, exclude)
     interrupted = ""
-    with _sigterm_interrupts():
+    with _stops(w):
         try:
             w.run()
         except IndexInterrupted as exc:
