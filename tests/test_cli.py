@@ -13,7 +13,7 @@ from conftest import run_cli
 from hydra_rag.cli import app
 
 COMMANDS = [
-    [], ["index"], ["search"], ["doctor"], ["rag"], ["rag", "setup"], ["embedders"],
+    [], ["index"], ["status"], ["watch"], ["search"], ["doctor"], ["rag"], ["rag", "setup"], ["embedders"],
     ["embedders", "list"], ["embedders", "info"], ["embedders", "add"], ["sidecars"],
     ["sidecars", "list"], ["sidecars", "stop"], ["chat"], ["ask"], ["models"],
     ["models", "list"], ["models", "pull"], ["models", "add"], ["models", "rm"], ["sessions"],
@@ -28,8 +28,8 @@ def test_every_command_is_registered_and_has_help() -> None:
 
     root = get_command(app)
     names = set(root.commands)  # type: ignore[attr-defined]
-    assert {"index", "search", "doctor", "rag", "embedders", "sidecars", "chat", "ask", "models",
-            "sessions", "create", "list", "show", "rm", "stores"} <= names
+    assert {"index", "status", "watch", "search", "doctor", "rag", "embedders", "sidecars", "chat",
+            "ask", "models", "sessions", "create", "list", "show", "rm", "stores"} <= names
     for args in COMMANDS:
         proc = run_cli(*args, "--help")
         assert proc.returncode == 0, (args, proc.stderr)

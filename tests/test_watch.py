@@ -191,6 +191,44 @@ def test_a_burst_of_changes_is_one_run(home: Path, tmp_path: Path, watching: Any
     _consistent(root)
 
 
+def test_a_file_still_being_written_is_read_once_done(home: Path, tmp_path: Path,
+                                                      watching: Any) -> None:
+    root = write_tree(tmp_path / "slow", {"a.md": "# A\n\nA first note.\n"})
+    w = watching(str(root))
+    w.started()
+    with open(root / "log.md", "w") as f:  # a download or a copy: written in pieces
+        for i in range(10):
+            f.write(f"Part {i} of the slowly written report on estuary salinity.\n\n")
+            f.flush()
+            time.sleep(0.08)
+    ev = w.expect("indexed")
+    assert ev["files_indexed"] == 1
+    texts = Store(root).rows_for_paths("prose", ["log.md"], ["text"])
+    assert "Part 9 of the slowly" in " ".join(r["text"] for r in texts)
+    assert w.stop() == 0
+
+
+@pytest.mark.skipif(not os.access("/proc/sys/fs/inotify/max_user_watches", os.W_OK),
+                    reason="changing the limit of inotify watches takes root")
+def test_past_the_limit_of_file_watches_it_polls(home: Path, tmp_path: Path,
+                                                 watching: Any) -> None:
+    root = write_tree(tmp_path / "many", {f"d{i}/n.md": f"# N{i}\n\nNote {i}.\n" for i in range(30)})
+    limit = Path("/proc/sys/fs/inotify/max_user_watches")
+    before = limit.read_text()
+    limit.write_text("10\n")  # fewer than the folders: inotify refuses
+    try:
+        w = watching(str(root))
+        warning = w.expect("warning", timeout=120)
+    finally:
+        limit.write_text(before)
+    assert "polling every 2 s" in warning["message"]
+    w.started()
+    write_tree(root, {"d3/new.md": "# New\n\nFound by polling, not by events.\n"})
+    ev = w.expect("indexed")
+    assert ev["files_indexed"] == 1 and "d3/new.md" in _files(root)
+    assert w.stop() == 0
+
+
 def test_a_manual_index_while_watching_waits_or_runs(home: Path, tmp_path: Path,
                                                      watching: Any) -> None:
     root = write_tree(tmp_path / "lock", {"a.md": "# A\n\nAlpha note about barley.\n"})
