@@ -348,6 +348,9 @@ class Walker:
                 if is_link:
                     result.skip("symlink_dir", rel)
                     continue
+                if entry.name == INDEX_DIR:  # an index (this one, or a nested folder's) is
+                    result.skip("blacklisted", rel + "/")  # never indexed, --include or not
+                    continue
                 why = "" if pruned else self._rule(layers, rel, is_dir=True)
                 if pruned or why:
                     if self._may_include_below(rel):

@@ -108,6 +108,15 @@ def test_include_brings_back_a_file_under_a_pruned_folder(tree: Path) -> None:
     assert "node_modules/pkg/README.md" not in kept
 
 
+def test_no_include_reaches_into_an_index(tmp_path: Path) -> None:
+    for rel in (".hydra-index/files.json", "sub/.hydra-index/meta.yaml", "sub/ok.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n")
+    res = Walker(tmp_path, include=[".hydra-index/", "*.json", "*.yaml"]).walk()
+    assert {c.rel for c in res.files} == {"sub/ok.md"}
+    assert set(res.skipped_paths["blacklisted"]) == {".hydra-index/", "sub/.hydra-index/"}
+
+
 def test_exclude(tree: Path) -> None:
     res = Walker(tree, exclude=["sub/", "*.py"]).walk()
     kept = {c.rel for c in res.files}
