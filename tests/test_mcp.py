@@ -47,16 +47,17 @@ def _data(result: Any) -> Any:
 
 
 def test_tools_answer_from_the_index(served: Path) -> None:
-    tools, (found, lines, stores, bad_path, secret, outside) = _call(
+    tools, (found, lines, stores, status, bad_path, secret, outside) = _call(
         ["--path", str(served)],
         [("search", {"query": "invalid api key", "k": 3}),
          ("get", {"path": "src/auth.py", "line_start": 6, "line_end": 7}),
          ("stores", {}),
+         ("status", {}),
          ("search", {"query": "x", "paths": ["/etc"]}),
          ("get", {"path": ".env"}),
          ("get", {"path": "../../etc/hostname"})])
     by_name = {t.name: t for t in tools.tools}
-    assert set(by_name) == {"search", "get", "ask", "stores"}
+    assert set(by_name) == {"search", "get", "ask", "stores", "status"}
     schema = by_name["search"].input_schema
     assert schema["required"] == ["query"] and {"k", "paths", "tag", "mode"} <= set(
         schema["properties"])
@@ -70,6 +71,9 @@ def test_tools_answer_from_the_index(served: Path) -> None:
                                         '    """Reject requests whose API key header is missing '
                                         'or wrong."""']
     assert _data(stores)["stores"][0]["path"] == str(served)
+    folder = _data(status)["folders"][0]
+    assert (folder["root"], folder["state"], folder["fix"]) == (str(served), "current", None)
+    assert folder["counts"] == {"added": 0, "changed": 0, "removed": 0, "touched": 0}
     for refused, why in ((bad_path, "not a folder of this server's scope"),
                          (secret, "not in the index"), (outside, "`..` is not allowed")):
         assert refused.is_error and why in refused.content[0].text, refused.content

@@ -349,7 +349,7 @@ def test_mcp_over_http(server: Server) -> None:
             return tools, found, lines
 
     tools, found, lines = anyio.run(main, f"{server.url}/mcp")
-    assert {t.name for t in tools.tools} == {"search", "get", "ask", "stores"}
+    assert {t.name for t in tools.tools} == {"search", "get", "ask", "stores", "status"}
     assert not found.is_error
     top = found.structured_content["results"][0]
     assert top["path"] == "src/auth.py" and top["store_name"] == "garden"
@@ -393,6 +393,21 @@ def test_api_get_and_stores(server: Server, folders: dict[str, Path]) -> None:
     assert status == 200
     assert [(s["name"], s["path"]) for s in doc["stores"]] == [
         ("garden", str(folders["garden"])), ("desert", str(folders["desert"]))]
+    # Whether each is current: a file added to one makes it stale, the other stays current.
+    extra = folders["desert"] / "docs" / "cactus-care.md"
+    extra.write_text("# Cacti\n\nWater cacti once a month in winter.\n")
+    try:
+        status, doc = _json(server, "GET", "/api/status")
+        assert status == 200
+        states = {f["name"]: (f["state"], f["added"], f["counts"]["added"]) for f in doc["folders"]}
+        assert states == {"garden": ("current", [], 0),
+                          "desert": ("stale", ["docs/cactus-care.md"], 1)}
+        status, doc = _json(server, "GET", "/api/status?path=garden")
+        assert status == 200 and [f["name"] for f in doc["folders"]] == ["garden"]
+        status, doc = _json(server, "GET", "/api/status?path=/etc")
+        assert status == 400 and "not a folder of this server" in doc["error"]["message"]
+    finally:
+        extra.unlink()
 
 
 # -- safe by default -----------------------------------------------------------------------

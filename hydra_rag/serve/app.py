@@ -212,6 +212,11 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
     async def stores(request: Request) -> Response:
         return JSONResponse({"stores": await asyncio.to_thread(scope.stores)})
 
+    async def status(request: Request) -> Response:
+        q = request.query_params
+        return JSONResponse({"folders": await asyncio.to_thread(
+            scope.status, q.getlist("path") or None, q.get("tag") or None)})
+
     async def models(request: Request) -> Response:
         return JSONResponse(await asyncio.to_thread(openai.models, scope))
 
@@ -296,6 +301,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
         Route("/api/search", guarded(search)),
         Route("/api/get", guarded(get)),
         Route("/api/stores", guarded(stores)),
+        Route("/api/status", guarded(status)),
         Route("/api/sessions", guarded(sessions)),
         Route("/v1/models", guarded(models)),
         Route("/v1/chat/completions", guarded(completions), methods=["POST"]),

@@ -13,8 +13,9 @@ from hydra_rag.serve.scope import MAX_K, Scope
 INSTRUCTIONS = (
     "hydra-rag searches the user's own indexed folders (code and documents) on this machine. "
     "Use `search` to find passages, `get` to read the lines around a hit, `ask` for an answer "
-    "written by the local model with numbered, checked citations, and `stores` to see which "
-    "folders are searchable. Cite what you use as path:line_start-line_end."
+    "written by the local model with numbered, checked citations, `stores` to see which "
+    "folders are searchable, and `status` to see whether their indexes are current. Cite what "
+    "you use as path:line_start-line_end."
 )
 
 
@@ -92,5 +93,18 @@ def build(scope: Scope) -> Any:
         "embedders, when each was last indexed, and any problem."))
     async def stores() -> dict[str, Any]:
         return {"stores": await run(scope.stores)}
+
+    @server.tool(description=(
+        "Whether each folder's index is current: state (current, stale, not_indexed), the "
+        "files added, changed and removed since it was last indexed (up to 50 of each; counts "
+        "has the totals), a rebuild the next index run would do, when it was last indexed, and "
+        "fix: the command that brings it up to date. Search results from a stale folder may "
+        "miss or misplace recent edits. Reads only; changes nothing."))
+    async def status(
+        paths: Annotated[list[str] | None, Field(
+            description="Only these folders of the scope (path or name, see `stores`).")] = None,
+        tag: Annotated[str | None, Field(description="Only folders with this tag.")] = None,
+    ) -> dict[str, Any]:
+        return {"folders": await run(lambda: scope.status(paths, tag))}
 
     return server

@@ -23,6 +23,7 @@ from hydra_rag.paths import store_names
 MODES = {"hybrid": ("vector", "bm25"), "vector": ("vector",), "bm25": ("bm25",)}
 MAX_K = 50
 MAX_QUERY_CHARS = 2_000
+STATUS_PATHS = 50  # paths per list (added, changed…) a status answer carries
 
 
 class Scope:
@@ -179,6 +180,23 @@ class Scope:
             row = rows.get(str(root)) or {"path": str(root), "tags": [], "chunks": {},
                                           "embedders": {}, "last_indexed": None, "problem": ""}
             out.append({**row, "name": self.names[str(root)]})
+        return out
+
+    def status(self, paths: list[str] | None = None, tag: str | None = None) -> list[dict[str, Any]]:
+        """Whether each folder's index is current, as `hydra-rag status --json` says it (with
+        the folder's `name`); the lists of paths are cut at STATUS_PATHS, their lengths kept in
+        `counts`."""
+        from hydra_rag.config import load_settings
+        from hydra_rag.index.status import folder_status
+
+        settings = load_settings()
+        out = []
+        for root in self.narrow(paths, tag):
+            doc = folder_status(root, settings).to_json()
+            doc["counts"] = {k: len(doc[k]) for k in ("added", "changed", "removed", "touched")}
+            for k in doc["counts"]:
+                doc[k] = doc[k][:STATUS_PATHS]
+            out.append({**doc, "name": self.names[str(root)]})
         return out
 
     def close(self) -> None:
