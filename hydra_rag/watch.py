@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError, IndexLocked
 from hydra_rag.index import IndexReport, Progress, index_folder, resolve_root
+from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.paths import INDEX_DIR
 
 QUIET_S = 0.3  # a batch is indexed once no event came for this long (editors save in ms)
@@ -148,6 +150,28 @@ class Watch:
 
     def run(self) -> None:
         """Watch until `stop()`."""
+        with ExitStack() as held:
+            self._claim(held)
+            self._watch()
+
+    def _claim(self, held: ExitStack) -> None:
+        """One watch per folder: a second would only repeat the first one's runs. A folder
+        another watch holds is left to it, with a warning."""
+        for root in list(self.folders):
+            path = root / INDEX_DIR / "watch.lock"
+            try:
+                got = held.enter_context(file_lock(path))
+            except OSError as exc:
+                raise HydraError(f"cannot create {path.parent}: {exc.strerror}") from None
+            if not got:
+                del self.folders[root]
+                self.emit(WatchEvent("warning", str(root), "already watched by another "
+                                     f"`hydra-rag watch` (pid {lock_holder(path) or '?'}); "
+                                     "left to it"))
+        if not self.folders:
+            raise HydraError("every folder is already watched by another `hydra-rag watch`")
+
+    def _watch(self) -> None:
         self._open()
         try:
             self._run_due()  # bring every folder current first

@@ -277,6 +277,22 @@ def test_a_folder_that_goes_away_does_not_stop_the_others(home: Path, tmp_path: 
     assert "nothing left to watch" in "".join(w.stderr)
 
 
+def test_one_watch_per_folder(home: Path, tmp_path: Path, watching: Any) -> None:
+    one = write_tree(tmp_path / "one", {"a.md": "# One\n\nThe first folder.\n"})
+    two = write_tree(tmp_path / "two", {"b.md": "# Two\n\nThe second folder.\n"})
+    first = watching(str(one))
+    first.started()
+    second = watching(str(one), str(two))
+    warning = second.expect("warning")
+    assert warning["root"] == str(one) and "already watched" in warning["message"]
+    assert f"pid {first.proc.pid}" in warning["message"]
+    assert [e["root"] for e in second.started()] == [str(two)]
+    third = watching(str(one))
+    assert third.proc.wait(timeout=60) == 1
+    assert "already watched" in "".join(third.stderr)
+    assert first.stop() == 0 and second.stop() == 0
+
+
 def test_a_sidecar_that_dies_is_brought_back(isolated_home: Path, tmp_path: Path,
                                              watching: Any) -> None:
     root = write_tree(tmp_path / "side", {"a.md": "# A\n\nAbout tides and moons.\n"})
