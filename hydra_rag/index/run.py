@@ -4,103 +4,31 @@ crash-safely. The library never prints: progress goes through a callback.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import queue
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from hydra_rag import rebuild, registry
-from hydra_rag.chunk import SECTION_SEP, chunk_text
 from hydra_rag.config import Settings
 from hydra_rag.contextualize import with_context
 from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS
 from hydra_rag.errors import HydraError, IndexLocked
+from hydra_rag.index.prepare import Prepared, prepare, read_ahead
 from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
 from hydra_rag.index.source import read_source, resolve_root, walker
 from hydra_rag.index.state import State, diff, stale_analysis
 from hydra_rag.lexical import parse_language
 from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store
-from hydra_rag.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult, mostly_long_lines
+from hydra_rag.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult
 
 # Document skips remembered in files.json: an unchanged file is not extracted again to fail again
 # (touching it, `index --full` or a new extractor version retries it).
 DOCUMENT_SKIPS = tuple(r for r in SKIPS if r != "too_large")
-
-def chunk_id(rel: str, line_start: int, line_end: int, text: str, section: str = "") -> str:
-    """Stable id of a chunk: the same text under the same headings at the same place of the
-    same file, the same id (a renamed heading makes new rows for the chunks under it)."""
-    h = hashlib.sha256(f"{rel}\0{line_start}\0{line_end}\0{section}\0".encode()
-                       + text.encode("utf-8"))
-    return h.hexdigest()[:32]
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """A file read and chunked, ready to embed; `kind` None means skipped for `skip`."""
-
-    cand: Candidate
-    kind: str | None
-    rows: list[dict[str, Any]]
-    skip: str = ""
-    document: str = ""  # the whole file, kept only when chunks are contextualized
-    inputs: list[str] = field(default_factory=list)  # what is embedded, a text per row
-    long_lines: bool = False  # mostly minified code or data on long lines (warned of)
-    doc: dict[str, Any] | None = None  # a document's extraction record (see FileEntry.doc)
-    digest: str = ""  # the content's hash (FileEntry.digest)
-    detail: str = ""  # what made a skipped document unreadable (FileEntry.error)
-
-
-_T = TypeVar("_T")
-
-
-def _read_ahead(items: Iterator[_T], depth: int = 2) -> Iterator[_T]:
-    """Run a generator in a thread, `depth` items ahead, so reading and chunking the next
-    batch overlaps with embedding this one (the HTTP wait releases the GIL)."""
-    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    end = object()
-    closed = threading.Event()  # the consumer stopped early: the producer stops too
-
-    def put(item: Any) -> bool:
-        while not closed.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put(item):
-                    return
-            put(end)
-        except BaseException as exc:  # handed to the consumer, raised there
-            put(exc)
-
-    threading.Thread(target=produce, daemon=True, name="hydra-read-ahead").start()
-    try:
-        while True:
-            item = q.get()
-            if item is end:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        closed.set()
-
 
 class Run(State):
     """One index run: walk, diff, read and chunk, embed, store, switch."""
@@ -237,7 +165,7 @@ class Run(State):
         done = Progress("embed", files_total=len(changed), bytes_total=bytes_total)
         self.progress(done)
         self._done = done
-        for batch in _read_ahead(self._batches(changed)):
+        for batch in read_ahead(self._batches(changed)):
             touched |= self._flush(batch, files, start_files, skipped)
             done.files_done += len(batch)
             done.bytes_done += sum(p.cand.size for p in batch)
@@ -284,11 +212,11 @@ class Run(State):
         new.write_files(files)
         return new
 
-    def _batches(self, changed: list[Candidate]) -> Iterator[list[_Prepared]]:
+    def _batches(self, changed: list[Candidate]) -> Iterator[list[Prepared]]:
         """Read and chunk files into batches of about `index_batch` chunks: big appends for
         LanceDB (many tiny appends make a slow table), small enough that an interrupted run
         keeps most of its work."""
-        batch: list[_Prepared] = []
+        batch: list[Prepared] = []
         pending = 0
         for cand in changed:
             prepared = self._prepare(cand)
@@ -300,37 +228,17 @@ class Run(State):
         if batch:
             yield batch
 
-    def _prepare(self, cand: Candidate) -> _Prepared:
+    def _prepare(self, cand: Candidate) -> Prepared:
         """Read, classify and chunk one file (no index state is touched: runs in a thread)."""
         src = read_source(self.root, cand, self.docs)
         if src.text is None:
             if src.detail:
                 self.report.document_problems[cand.rel] = f"{src.skip}: {src.detail}"
-            return _Prepared(cand, None, [], src.skip, detail=src.detail)
-        text, kind = src.text, src.kind
-        fits = self.clients[self.embedders[kind].id].fits
-        analyse = self.analysis[kind].document
-        rows, inputs = [], []
-        ids: set[str] = set()
-        for ch in chunk_text(text, fits=fits, markup=src.markup):
-            embedded = _with_section(ch.section, ch.text, fits)
-            cid = chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, ch.section)
-            while cid in ids:  # equal pieces cut from one long line
-                cid = text_hash(cid)
-            ids.add(cid)
-            rows.append({
-                "id": cid,
-                "path": cand.rel, "kind": kind,
-                "line_start": ch.line_start, "line_end": ch.line_end,
-                "hash": text_hash(embedded), "text": ch.text, "section": ch.section,
-                "lex": analyse(with_context(ch.section, ch.text)),
-            })
-            inputs.append(embedded)
-        return _Prepared(cand, kind, rows, document=text if self.ctx else "", inputs=inputs,
-                         long_lines=src.doc is None and mostly_long_lines(text), doc=src.doc,
-                         digest=src.digest)
+            return Prepared(cand, None, [], src.skip, detail=src.detail)
+        return prepare(cand, src, self.clients[self.embedders[src.kind].id].fits,
+                       self.analysis[src.kind].document, keep_document=self.ctx is not None)
 
-    def _flush(self, batch: list[_Prepared], files: dict[str, FileEntry],
+    def _flush(self, batch: list[Prepared], files: dict[str, FileEntry],
                start_files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
         """Embed a batch of files, add their rows, then drop their old rows, then record them.
         This order is what makes an interruption repairable (see `_repair`)."""
@@ -407,7 +315,7 @@ class Run(State):
         store.write_files(files)
         return touched
 
-    def _contextualize(self, t: str, prepared: list[_Prepared], fits: Callable[[str], bool],
+    def _contextualize(self, t: str, prepared: list[Prepared], fits: Callable[[str], bool],
                        embed_text: dict[int, str]) -> None:
         """Write (or recall) each chunk's context; it goes before the chunk (and its section)
         in the embedded text and in `lex`, shortened if they would not fit the embedder."""
@@ -428,7 +336,7 @@ class Run(State):
                                                               "chunks"))
         self.report.contexts_written = self.ctx.written
 
-    def _skip(self, p: _Prepared, files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
+    def _skip(self, p: Prepared, files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
         """A file skipped for its content: count it, drop its old chunks, remember it so an
         unchanged file is not read again next time."""
         skipped[p.skip] += 1
@@ -449,15 +357,6 @@ def _long_lines_note(paths: list[str]) -> str:
             f"over {LONG_LINE:,} characters, cut mid-line into chunks that search poorly: "
             + ", ".join(paths[:5]) + (" …" if n > 5 else "")
             + " (--exclude or a .hydraignore leaves them out)")
-
-
-def _with_section(section: str, text: str, fits: Callable[[str], bool]) -> str:
-    """The text the embedder reads for a chunk: its section first, cut to its innermost title
-    or left out when the chunk is too close to the embedder's limit to take it whole."""
-    for head in (section, section.rsplit(SECTION_SEP, 1)[-1]):
-        if head and fits(with_context(head, text)):
-            return with_context(head, text)
-    return text
 
 
 def index_folder(

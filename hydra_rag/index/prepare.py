@@ -1,0 +1,123 @@
+"""A changed file made ready to embed: its chunks as table rows (stable ids, the hash that
+lets an unchanged text keep its vector, the analysed text for the full-text index) and the text
+the embedder reads for each; and the thread that reads and chunks ahead of the embedder."""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from hydra_rag.chunk import SECTION_SEP, chunk_text
+from hydra_rag.contextualize import with_context
+from hydra_rag.index.source import Source
+from hydra_rag.walk import Candidate, mostly_long_lines
+
+
+def chunk_id(rel: str, line_start: int, line_end: int, text: str, section: str = "") -> str:
+    """Stable id of a chunk: the same text under the same headings at the same place of the
+    same file, the same id (a renamed heading makes new rows for the chunks under it)."""
+    h = hashlib.sha256(f"{rel}\0{line_start}\0{line_end}\0{section}\0".encode()
+                       + text.encode("utf-8"))
+    return h.hexdigest()[:32]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A file read and chunked, ready to embed; `kind` None means skipped for `skip`."""
+
+    cand: Candidate
+    kind: str | None
+    rows: list[dict[str, Any]]
+    skip: str = ""
+    document: str = ""  # the whole file, kept only when chunks are contextualized
+    inputs: list[str] = field(default_factory=list)  # what is embedded, a text per row
+    long_lines: bool = False  # mostly minified code or data on long lines (warned of)
+    doc: dict[str, Any] | None = None  # a document's extraction record (see FileEntry.doc)
+    digest: str = ""  # the content's hash (FileEntry.digest)
+    detail: str = ""  # what made a skipped document unreadable (FileEntry.error)
+
+
+_T = TypeVar("_T")
+
+
+def read_ahead(items: Iterator[_T], depth: int = 2) -> Iterator[_T]:
+    """Run a generator in a thread, `depth` items ahead, so reading and chunking the next
+    batch overlaps with embedding this one (the HTTP wait releases the GIL)."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    end = object()
+    closed = threading.Event()  # the consumer stopped early: the producer stops too
+
+    def put(item: Any) -> bool:
+        while not closed.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(end)
+        except BaseException as exc:  # handed to the consumer, raised there
+            put(exc)
+
+    threading.Thread(target=produce, daemon=True, name="hydra-read-ahead").start()
+    try:
+        while True:
+            item = q.get()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        closed.set()
+
+
+def prepare(cand: Candidate, src: Source, fits: Callable[[str], bool],
+            analyse: Callable[[str], str], keep_document: bool = False) -> Prepared:
+    """Chunk a file's text (`src`, read) into rows, with the text the embedder reads for each
+    (its section first, as far as `fits`); `keep_document` keeps the whole text (for chunk
+    contexts)."""
+    assert src.text is not None and src.kind
+    text, kind = src.text, src.kind
+    rows, inputs = [], []
+    ids: set[str] = set()
+    for ch in chunk_text(text, fits=fits, markup=src.markup):
+        embedded = with_section(ch.section, ch.text, fits)
+        cid = chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, ch.section)
+        while cid in ids:  # equal pieces cut from one long line
+            cid = text_hash(cid)
+        ids.add(cid)
+        rows.append({
+            "id": cid,
+            "path": cand.rel, "kind": kind,
+            "line_start": ch.line_start, "line_end": ch.line_end,
+            "hash": text_hash(embedded), "text": ch.text, "section": ch.section,
+            "lex": analyse(with_context(ch.section, ch.text)),
+        })
+        inputs.append(embedded)
+    return Prepared(cand, kind, rows, document=text if keep_document else "", inputs=inputs,
+                    long_lines=src.doc is None and mostly_long_lines(text), doc=src.doc,
+                    digest=src.digest)
+
+
+def with_section(section: str, text: str, fits: Callable[[str], bool]) -> str:
+    """The text the embedder reads for a chunk: its section first, cut to its innermost title
+    or left out when the chunk is too close to the embedder's limit to take it whole."""
+    for head in (section, section.rsplit(SECTION_SEP, 1)[-1]):
+        if head and fits(with_context(head, text)):
+            return with_context(head, text)
+    return text
