@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.documents import text_anchors
@@ -63,13 +61,12 @@ from hydra_rag.paths import INDEX_DIR
 from hydra_rag.rebuild import notice as rebuild_notice
 from hydra_rag.rerank import RerankClient, check_top, connect_reranker, rerank
 from hydra_rag.store import FTS_COLUMN, TABLES, Store
+from hydra_rag.table_cache import CachedTable, Found, Stamp, TableCache
 
 FOLLOW_UP_WEIGHT = 0.5  # the lists of the previous question, searched along with a follow-up
 FUSIONS = ("score", "rrf")
 METHODS = ("vector", "bm25")
 LITERAL_LIMIT = 200  # chunks taken from one table's literal matches
-# Tables up to this many chunks are searched in memory (when search_cache_mb allows).
-CACHED_ROWS = 20_000
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,6 @@ class _Moved(Exception):
     """A table failed while its folder switched to a new generation of its index."""
 
 
-Stamp = tuple[int, int]  # a table's generation and its files.json's mtime: when caches hold
 
 
 def _pointer(store: Store) -> tuple[int, int]:
@@ -135,24 +131,6 @@ _OLD_COLUMNS = _COLUMNS[:-1]  # a table written before format 3 has no `section`
 
 
 @dataclass
-class _Found:
-    """One list's candidates from one table: ids, raw scores (cosine similarity or BM25), and
-    where their rows are (an Arrow table and row numbers) — read only for the final winners."""
-
-    ids: list[str]
-    scores: list[float]
-    rows: Any
-    at: list[int]
-
-    @classmethod
-    def from_lance(cls, table: Any, score_col: str) -> _Found:
-        raw = table.column(score_col).to_pylist()
-        if score_col == "_distance":  # dot distance is 1 - cosine for unit vectors
-            raw = [1.0 - d for d in raw]
-        return cls(table.column("id").to_pylist(), raw, table, list(range(len(raw))))
-
-
-@dataclass
 class _Lists:
     """Ranked candidates per list name, as (key, raw score), and where each key's row lives."""
 
@@ -163,7 +141,7 @@ class _Lists:
     dense: dict[tuple[str, str], float] = field(default_factory=dict)
     embedder: dict[str, str] = field(default_factory=dict)  # key → its table's embedder
 
-    def add(self, name: str, store: str, found: _Found, vector: bool, dense: float) -> None:
+    def add(self, name: str, store: str, found: Found, vector: bool, dense: float) -> None:
         out = self.scores.setdefault(name, [])
         tag = "+context" if name.endswith("+context") else ""
         for cid, value, at in zip(found.ids, found.scores, found.at, strict=True):
@@ -177,47 +155,6 @@ class _Lists:
     def row(self, key: str) -> dict[str, Any]:
         store, table, i = self.where[key]
         return {**table.slice(i, 1).to_pylist()[0], "store": store}
-
-
-@dataclass
-class _Cached:
-    """A small table held in memory: its rows (Arrow), vectors (n × dims), chunk ids, and
-    LanceDB row id → row, so that a full-text query need return row ids and scores only."""
-
-    stamp: Stamp
-    rows: Any
-    vectors: Any
-    ids: list[str]
-    rowids: list[int]
-    index: dict[int, int] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.index = {r: i for i, r in enumerate(self.rowids)}
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.rows.nbytes + self.vectors.nbytes + 150 * len(self.ids))
-
-    def nearest(self, vector: Any, limit: int) -> _Found:
-        """Exact kNN by dot product (cosine for unit vectors), as LanceDB would answer it."""
-        sims = self.vectors @ vector
-        top = np.argpartition(-sims, limit - 1)[:limit] if limit < len(sims) else np.arange(len(sims))
-        top = top[np.argsort(-sims[top], kind="stable")].tolist()
-        return _Found([self.ids[i] for i in top], sims[top].tolist(), self.rows, top)
-
-    def containing(self, phrase: str, limit: int) -> _Found:
-        """Chunks whose text holds `phrase`, case aside (a scan of the rows in memory)."""
-        import pyarrow.compute as pc
-
-        mask = pc.match_substring(self.rows.column("text"), phrase, ignore_case=True)
-        at = np.flatnonzero(mask.to_numpy(zero_copy_only=False))[:limit].tolist()
-        return _Found([self.ids[i] for i in at], [1.0] * len(at), self.rows, at)
-
-    def take(self, found: Any) -> _Found:
-        """A full-text result of row ids and scores, pointed at the cached rows (the query and
-        the cache read the same table version, so every row id is there)."""
-        at = [self.index[r] for r in found.column("_rowid").to_pylist()]
-        return _Found([self.ids[i] for i in at], found.column("_score").to_pylist(), self.rows, at)
 
 
 class Searcher:
@@ -278,10 +215,8 @@ class Searcher:
         self._tables: dict[str, tuple[Stamp, Any]] = {}
         self._analysis: dict[str, Analysis | None] = {}  # None: a format-1 index, raw queries
         self._columns: dict[str, list[str]] = {}  # the row columns each table has
-        self._cache: dict[str, _Cached | None] = {}  # None: not worth caching at this stamp
-        self._cache_stamps: dict[str, Stamp] = {}
+        self._cache = TableCache(settings.search_cache_mb * 2**20)
         self._docs: dict[str, tuple[Stamp, dict[str, dict[str, Any]]]] = {}
-        self._reserved = 0  # bytes of tables being loaded right now
         self._reranker: RerankClient | None = None
         if settings.rerank:
             check_top(settings.rerank_top)
@@ -391,39 +326,8 @@ class Searcher:
         self._tables[key] = (stamp, tbl)
         return tbl
 
-    async def _cached(self, key: str, tbl: Any, stamp: Stamp) -> _Cached | None:
-        """The table in memory, if it is small enough and the budget allows."""
-        if self._cache_stamps.get(key) == stamp:
-            return self._cache.get(key)
-        self._cache.pop(key, None)
-        self._cache_stamps[key] = stamp
-        size = self._sizes.get(key, (0, -1))[1]
-        used = sum(c.nbytes for c in self._cache.values() if c is not None)
-        budget = self.settings.search_cache_mb * 2**20
-        # Tables load concurrently: reserve an estimate (a 384-dim vector and ~2 KB of row)
-        # before loading, and check the real size against what is held after.
-        estimate = size * (4 * 384 + 2048)
-        if not 0 < size <= CACHED_ROWS or used + self._reserved + estimate > budget:
-            return None
-        self._reserved += estimate
-        try:
-            data = await tbl.query().with_row_id().select([*self._columns[key], "vector"]).to_arrow()
-        finally:
-            self._reserved -= estimate
-        vec = data.column("vector").combine_chunks()
-        dims = vec.type.list_size
-        cached = _Cached(
-            stamp, data.drop_columns(["vector", "_rowid"]).combine_chunks(),
-            vec.flatten().to_numpy().astype(np.float32, copy=False).reshape(len(vec), dims),
-            data.column("id").to_pylist(), data.column("_rowid").to_pylist(),
-        )
-        used = sum(c.nbytes for c in self._cache.values() if c is not None)
-        if used + self._reserved + cached.nbytes <= budget:
-            self._cache[key] = cached
-        return cached
-
-    async def _literal(self, tbl: Any, cached: _Cached | None, phrase: str, limit: int,
-                       columns: list[str]) -> _Found | None:
+    async def _literal(self, tbl: Any, cached: CachedTable | None, phrase: str, limit: int,
+                       columns: list[str]) -> Found | None:
         """The chunks of one table that hold `phrase` verbatim, case aside (at most `limit`)."""
         if cached:
             return cached.containing(phrase, limit)
@@ -433,7 +337,7 @@ class Searcher:
                            .limit(limit).select(columns).to_arrow())
         except Exception:  # a string the filter parser rejects: the other lists still answer
             return None
-        return _Found(found.column("id").to_pylist(), [1.0] * found.num_rows, found,
+        return Found(found.column("id").to_pylist(), [1.0] * found.num_rows, found,
                       list(range(found.num_rows)))
 
     async def _search_table(self, store: Store, t: str, stamp: Stamp, vectors: Any,
@@ -444,7 +348,8 @@ class Searcher:
         literal matches of each needle (list name, string, limit), None where the filter failed."""
         key = _key(store.root, t)
         tbl = await self._table(store, t, stamp)
-        cached = await self._cached(key, tbl, stamp)
+        cached = await self._cache.get(key, tbl, stamp, self._sizes.get(key, (0, -1))[1],
+                                       self._columns[key])
         analysis = self._analysis.get(key)
         columns = self._columns[key]
         literal = {name: asyncio.ensure_future(self._literal(tbl, cached, s, limit, columns))
@@ -464,7 +369,7 @@ class Searcher:
                 found = await query.to_arrow()
             except Exception:  # a query the FTS parser rejects still gets vector results
                 return None
-            return cached.take(found) if cached else _Found.from_lance(found, "_score")
+            return cached.take(found) if cached else Found.from_lance(found, "_score")
 
         fts_jobs = [asyncio.ensure_future(fts(q)) for q in queries] if use_bm25 else []
         try:
@@ -475,17 +380,17 @@ class Searcher:
             for job in [*fts_jobs, *literal.values()]:  # nothing left pending
                 job.cancel()
 
-    async def _vectors_then(self, tbl: Any, cached: _Cached | None, fts_jobs: list[Any],
+    async def _vectors_then(self, tbl: Any, cached: CachedTable | None, fts_jobs: list[Any],
                             vectors: Any, queries: list[str], candidates: int,
                             columns: list[str]) -> list[tuple[Any, Any]]:
         matrix = await vectors  # embedded meanwhile, in a thread (None: no vector search)
-        vec: list[_Found | None]
+        vec: list[Found | None]
         if matrix is None:
             vec = [None] * len(queries)
         elif cached:
             vec = [cached.nearest(matrix[i], candidates) for i in range(len(queries))]
         else:
-            vec = [_Found.from_lance(found, "_distance") for found in await asyncio.gather(*[
+            vec = [Found.from_lance(found, "_distance") for found in await asyncio.gather(*[
                 tbl.query().nearest_to(matrix[i]).column("vector").distance_type("dot")
                 .limit(candidates).select([*columns, "_distance"]).to_arrow()
                 for i in range(len(queries))
