@@ -17,6 +17,7 @@ from hydra_rag.catalog import EMBED_PORTS, Embedder
 from hydra_rag.config import Settings
 from hydra_rag.endpoint import JsonEndpoint, KeyEnv
 from hydra_rag.errors import EmbedError
+from hydra_rag.pool import Pool
 from hydra_rag.sidecar import SidecarSpec, ensure, read_record, restarter
 
 _QUIET: list[object] = []
@@ -78,6 +79,7 @@ class EmbedClient:
     sidecar_id: str | None = None
     restart: Callable[[], str] | None = None  # brings a crashed sidecar back (its new URL)
     auth: KeyEnv | None = None  # a remote endpoint's key
+    more_urls: tuple[str, ...] = ()  # other servers of the same model: a pool (hydra_rag.pool)
 
     @property
     def dims(self) -> int:
@@ -87,6 +89,19 @@ class EmbedClient:
     def _http(self) -> JsonEndpoint:
         return JsonEndpoint(self.base_url, self.sidecar_id, error=EmbedError, restart=self.restart,
                             auth=self.auth)
+
+    @cached_property
+    def _endpoints(self) -> list[JsonEndpoint]:
+        return [self._http, *(JsonEndpoint(u, error=EmbedError, auth=self.auth)
+                              for u in self.more_urls)]
+
+    @cached_property
+    def pool(self) -> Pool[list[str], list[list[float]]] | None:
+        """The servers batches are spread over, when there are several (None: one)."""
+        if not self.more_urls:
+            return None
+        return Pool([e.base_url for e in self._endpoints],
+                    lambda e, part: self._post(part, self._endpoints[e]), size=len)
 
     def token_limit(self) -> int:
         return self.embedder.max_tokens
@@ -104,33 +119,46 @@ class EmbedClient:
     def _prepare(self, text: str) -> str:
         return self.tokenizer.prepare(text) if self.tokenizer is not None else text
 
-    def _post(self, inputs: list[str]) -> list[list[float]]:
-        raw = self._http.post("embeddings", {"input": inputs, "model": self.model_name})
+    def _post(self, inputs: list[str], http: JsonEndpoint | None = None) -> list[list[float]]:
+        http = http or self._http
+        raw = http.post("embeddings", {"input": inputs, "model": self.model_name})
         try:
             data = json.loads(raw)["data"]
             data.sort(key=lambda d: d["index"])
-            return [d["embedding"] for d in data]
+            vecs = [d["embedding"] for d in data]
         except (ValueError, KeyError, TypeError):
-            raise EmbedError(f"{self.base_url} gave an answer that is not an embeddings list") from None
+            raise EmbedError(f"{http.base_url} gave an answer that is not an embeddings list") from None
+        if len(vecs) != len(inputs) or any(len(v) != self.dims for v in vecs):
+            got = f"{len(vecs)} vectors of {len(vecs[0]) if vecs else 0} dims"
+            raise EmbedError(
+                f"embedder {self.embedder.id!r} at {http.base_url} returned {got}, expected "
+                f"{len(inputs)} of {self.dims} — is `dims` right in its catalog entry?")
+        return vecs
 
     def embed(self, texts: Sequence[str], prefix: str,
               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-        """Vectors (n × dims, float32, unit length) for `texts`, sent in batches; `on_batch`
-        hears how many are done after each request."""
+        """Vectors (n × dims, float32, unit length) for `texts`, sent in batches (over the
+        pool's servers at once, when there are several); `on_batch` hears how many are done
+        after each request."""
+        parts = [[prefix + self._prepare(t) for t in texts[i : i + self.batch]]
+                 for i in range(0, len(texts), self.batch)]
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        for i in range(0, len(texts), self.batch):
-            part = [prefix + self._prepare(t) for t in texts[i : i + self.batch]]
-            vecs = np.asarray(self._post(part), dtype=np.float32)
-            if vecs.ndim != 2 or vecs.shape != (len(part), self.dims):
-                raise EmbedError(
-                    f"embedder {self.embedder.id!r} returned vectors of shape {vecs.shape}, "
-                    f"expected ({len(part)}, {self.dims}) — is `dims` right in its catalog entry?"
-                )
-            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        if self.pool is not None:
+            answers = self.pool.map(parts, on_batch)
+        else:
+            answers, done = [], 0
+            for part in parts:
+                answers.append(self._post(part))
+                done += len(part)
+                if on_batch is not None:
+                    on_batch(done)
+        i = 0
+        for vecs in answers:
+            arr = np.asarray(vecs, dtype=np.float32)
+            norms = np.linalg.norm(arr, axis=1, keepdims=True)
             norms[norms == 0] = 1.0
-            out[i : i + len(part)] = vecs / norms
-            if on_batch is not None:
-                on_batch(i + len(part))
+            out[i : i + len(arr)] = arr / norms
+            i += len(arr)
         return out
 
     def embed_documents(self, texts: Sequence[str],
@@ -173,11 +201,14 @@ def connect(
         auth = KeyEnv.of("embedder", emb)
     if auth is not None:
         auth.headers()  # a missing key is named now, before a tokenizer is loaded or a request
-    url = settings.embedder_url or emb.url
+    # HYDRA_RAG_EMBEDDER_URL may list several servers, separated by commas, as `urls:` does.
+    urls = ([u.strip() for u in settings.embedder_url.split(",") if u.strip()]
+            if settings.embedder_url else list(emb.urls or ([emb.url] if emb.url else [])))
     path = emb.model_path()
     tokenizer = Tokenizer(str(path)) if path is not None and path.is_file() else None
-    if url:
-        return EmbedClient(emb, url, emb.id, settings.embed_batch, tokenizer, auth=auth)
+    if urls:
+        return EmbedClient(emb, urls[0], emb.id, settings.embed_batch, tokenizer, auth=auth,
+                           more_urls=tuple(urls[1:]))
     spec = sidecar_spec(emb, settings)
     if progress and read_record(emb.id) is None:
         progress(f"starting embedder sidecar {emb.id}")

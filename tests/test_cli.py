@@ -238,7 +238,10 @@ def test_catalog_example_is_valid() -> None:
     cat = parse_catalog(path.read_text(), str(path))
     entries = list(cat.embedders.values())
     assert [e.id for e in entries] == ["minilm-l6", "my-embedder", "downloaded-embedder",
-                                       "team-embedder"]
+                                       "team-embedder", "pooled-embedder"]
+    assert entries[4].urls == ("http://gpu-box-1.internal:8080/v1",
+                               "http://gpu-box-2.internal:8080/v1")
+    assert entries[4].url == entries[4].urls[0]
     assert entries[0].sources[0].convert == "bert-q8_0"
     assert list(cat.models) == ["smollm2-135m", "my-local-model", "team-chat"]
     assert [e.api_key_env for e in (entries[3], cat.models["team-chat"],

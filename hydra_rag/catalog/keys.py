@@ -30,16 +30,20 @@ def looks_like_secret(name: str) -> bool:
 def _check_remote(where: str, raw: dict[str, Any]) -> None:
     """`api_key_env` names a variable and comes with `url:`; the url carries no key. No message
     quotes a value here: it may be the key itself."""
-    url = raw.get("url")
-    if isinstance(url, str):
-        parts = urlsplit(url)
+    url = raw.get("url") or raw.get("urls")
+    listed = raw.get("urls")
+    several: list[Any] = listed if isinstance(listed, list) else []
+    for field, u in [("url", raw.get("url")), *(("urls", u) for u in several)]:
+        if not isinstance(u, str):
+            continue
+        parts = urlsplit(u)
         if parts.username is not None or parts.password is not None:
-            raise ConfigError(f"{where}: field 'url' carries credentials (user@ or "
+            raise ConfigError(f"{where}: field {field!r} carries credentials (user@ or "
                               f"user:password@); {NO_KEYS}")
         secret = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)
                   if looks_like_secret(k)]
         if secret:
-            raise ConfigError(f"{where}: field 'url' carries a key in its {secret[0]}= "
+            raise ConfigError(f"{where}: field {field!r} carries a key in its {secret[0]}= "
                               f"parameter; {NO_KEYS}")
     if "api_key_env" not in raw:
         return

@@ -53,6 +53,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "file": str,
     "path": str,
     "url": str,
+    "urls": list,
     "api_key_env": str,
     "name": str,
     "license": str,
@@ -160,6 +161,16 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
     values = {k: ("" if v is None else v) for k, v in raw.items() if k != "sources"}
     if "languages" in values:
         values["languages"] = _languages(where, values["languages"])
+    if "urls" in values:
+        urls = values["urls"]
+        if "url" in values:
+            raise ConfigError(f"{where}: give 'url' (one server) or 'urls' (several), not both")
+        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
+            raise ConfigError(f"{where}: field 'urls' must be a list of one or more URLs")
+        if len(set(urls)) != len(urls):
+            raise ConfigError(f"{where}: field 'urls' lists a URL twice")
+        values["urls"] = tuple(urls)
+        values["url"] = urls[0]
     sources = _sources(where, raw)
     emb = Embedder(**values, sources=sources, origin=origin)  # type: ignore[arg-type]
     if emb.dims <= 0:
