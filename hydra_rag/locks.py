@@ -11,8 +11,9 @@ from pathlib import Path
 
 
 @contextmanager
-def file_lock(path: Path, wait: float = 0.0) -> Iterator[bool]:
-    """Hold an exclusive lock on `path`; yields False (not holding it) if `wait` seconds pass."""
+def file_lock(path: Path, wait: float = 0.0, label: str = "") -> Iterator[bool]:
+    """Hold an exclusive lock on `path`; yields False (not holding it) if `wait` seconds pass.
+    The holder writes its pid (and `label`, what it is) into the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -27,7 +28,7 @@ def file_lock(path: Path, wait: float = 0.0) -> Iterator[bool]:
                     return
                 time.sleep(0.1)
         os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        os.write(fd, f"{os.getpid()} {label}".strip().encode())
         try:
             yield True
         finally:
@@ -38,6 +39,15 @@ def file_lock(path: Path, wait: float = 0.0) -> Iterator[bool]:
 
 def lock_holder(path: Path) -> str:
     """The pid written by the current holder of a lock file, or "" if unknown."""
+    return _written(path).partition(" ")[0]
+
+
+def lock_label(path: Path) -> str:
+    """What the current holder of a lock file said it is ("" if nothing)."""
+    return _written(path).partition(" ")[2]
+
+
+def _written(path: Path) -> str:
     try:
         return path.read_text().strip()
     except OSError:

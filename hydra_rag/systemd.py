@@ -19,12 +19,33 @@ class Unit:
     path: Path
     text: str
     replaced: bool  # a unit of that name was there, with other contents
+    keys: tuple[str, ...] = ()  # variables holding endpoint keys, which the unit cannot carry
 
     def commands(self) -> list[str]:
         """What the user runs to start it now and at every login, and to read its log."""
-        return [f"systemctl --user daemon-reload && systemctl --user enable --now {self.name}",
+        give = [f"systemctl --user set-environment {k}=<the key>  # the unit holds no keys"
+                for k in self.keys]
+        return [*give,
+                f"systemctl --user daemon-reload && systemctl --user enable --now {self.name}",
                 f"journalctl --user -u {self.name} -f",
                 "loginctl enable-linger $USER  # optional: keep it running while logged out"]
+
+
+def _key_variables() -> tuple[str, ...]:
+    """The environment variables holding the keys of the embedders an index run would call."""
+    from hydra_rag.catalog import get_embedder
+    from hydra_rag.config import load_settings
+
+    settings = load_settings()
+    names = {settings.embedder_api_key_env} if settings.embedder_url else set()
+    for table in ("code", "prose"):
+        try:
+            emb = get_embedder(settings.embedder_for(table))
+        except HydraError:
+            continue
+        if emb.url and emb.api_key_env and not settings.embedder_url:
+            names.add(emb.api_key_env)
+    return tuple(sorted(n for n in names if n))
 
 
 def unit_dir() -> Path:
@@ -99,4 +120,4 @@ def install(roots: list[Path], all_: bool = False, tags: list[str] | None = None
         write_atomic(path, text)
     except OSError as exc:
         raise HydraError(f"cannot write {path}: {exc.strerror}") from None
-    return Unit(name, path, text, replaced)
+    return Unit(name, path, text, replaced, _key_variables())

@@ -213,7 +213,11 @@ def _include_prefixes(patterns: list[str]) -> list[str] | None:
     for pat in patterns:
         p = pat.lstrip("/")
         if "/" not in p.rstrip("/"):
-            return None
+            if not pat.startswith("/"):
+                return None  # `name` matches at any depth
+            if not any(ch in p for ch in "*?["):  # `/name`: at the top only
+                prefixes.append(p.rstrip("/"))
+            continue
         literal = []
         for part in p.split("/"):
             if any(ch in part for ch in "*?[") or part == "":
@@ -245,12 +249,18 @@ class Walker:
         self.include_prefixes = _include_prefixes(include) if include else []
         self.exclude = pathspec.GitIgnoreSpec.from_lines(exclude) if exclude else None
         self.base_layers: list[_Layer] = []
+        # Ignore files read from outside the root, there or not (`watch` looks at them too).
+        self.outer_files: list[Path] = []
         glob = global_excludes_file()
+        if glob:
+            self.outer_files.append(glob)
         if glob and glob.is_file():
             self._add(self.base_layers, "", _read_lines(glob), "gitignore")
         top = _git_toplevel(root)
         if top is not None:
             info = top / ".git" / "info" / "exclude"
+            if top != root:
+                self.outer_files.append(info)
             # Patterns of files above the root are anchored at the repository top; translate
             # them by keeping only what applies inside the root.
             prefix = root.relative_to(top).as_posix() if top != root else ""
@@ -261,6 +271,7 @@ class Walker:
                 if parent == root or parent == top and prefix == "":
                     continue
                 gi = parent / ".gitignore"
+                self.outer_files.append(gi)
                 if gi.is_file():
                     self._add_outer(prefix, parent, _read_lines(gi), "gitignore")
 

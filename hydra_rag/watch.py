@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError, IndexLocked
 from hydra_rag.index import IndexReport, Progress, index_folder, resolve_root
+from hydra_rag.index.source import walker
 from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.paths import INDEX_DIR
 
@@ -89,6 +90,9 @@ class _Folder:
     changes: int = 0  # relevant events since the last successful run
     due: float | None = 0.0  # when to run (monotonic); None: nothing to do
     failures: int = 0
+    # Ignore files outside the folder (parents' .gitignore, the repository's exclude list, git's
+    # global excludes), which no event of the folder's reports: their stat, looked at each tick
+    outer: dict[Path, tuple[int, int] | None] = field(default_factory=dict)
     waiting: bool = False  # for another run's lock (said once)
     initial: bool = True
 
@@ -103,6 +107,14 @@ class _Folder:
             return rel == ".git/info/exclude"
         parent = rel.rpartition("/")[0]
         return parent in self.dirs or not self.dirs  # no walk yet: everything counts
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
 
 
 def _ident(root: Path) -> tuple[int, int] | None:
@@ -168,8 +180,33 @@ class Watch:
                 self.emit(WatchEvent("warning", str(root), "already watched by another "
                                      f"`hydra-rag watch` (pid {lock_holder(path) or '?'}); "
                                      "left to it"))
+            elif self._selection_known(root):
+                f = self.folders[root]
+                f.outer = {p: _stat(p) for p in walker(root, None, None, self.settings).outer_files}
+            else:
+                del self.folders[root]
+                self.emit(WatchEvent("warning", str(root), (
+                    "its index does not record the --include/--exclude it was made with (it "
+                    "predates that), and watching with none could take in files it leaves out: "
+                    f"run `hydra-rag index {root}` once, with the same --include/--exclude as "
+                    "before if any, then watch it; or pass them to watch")))
         if not self.folders:
-            raise HydraError("every folder is already watched by another `hydra-rag watch`")
+            raise HydraError("no folder left to watch (see the warnings above)")
+
+    def _selection_known(self, root: Path) -> bool:
+        """Whether the run would use a known selection: given to watch, recorded by the last
+        index run, or a folder without an index yet (its first run records one)."""
+        from hydra_rag.index import recorded_selection
+        from hydra_rag.store import Store
+
+        if self.include is not None or self.exclude is not None:
+            return True
+        store = Store(root)
+        try:
+            meta = store.read_meta() if store.dir.is_dir() else {}
+        except HydraError:
+            return True  # a broken meta.yaml: the run reports (and repairs) it
+        return not meta or recorded_selection(meta) is not None
 
     def _watch(self) -> None:
         self._open()
@@ -184,6 +221,7 @@ class Watch:
                     return
                 if changes:
                     self._route(changes)
+                self._check_outer()
                 self._check_folders()
                 self._run_due()
         finally:
@@ -230,6 +268,16 @@ class Watch:
                     if f.due is None:
                         f.due = time.monotonic()
 
+    def _check_outer(self) -> None:
+        """An ignore file outside a folder changed: that folder is due."""
+        for f in self.folders.values():
+            now = {p: _stat(p) for p in f.outer}
+            if now != f.outer:
+                f.outer = now
+                f.changes += 1
+                if f.due is None:
+                    f.due = time.monotonic()
+
     def _run_due(self) -> None:
         now = time.monotonic()
         for f in list(self.folders.values()):
@@ -244,24 +292,30 @@ class Watch:
 
     def _index(self, f: _Folder) -> None:
         root = str(f.root)
-        include, exclude = self._selection(f.root)
         try:
-            report = index_folder(f.root, self.settings, include, exclude,
+            # --include/--exclude given to watch, else (None) the folder's own, as its last
+            # index run recorded them
+            report = index_folder(f.root, self.settings, self.include, self.exclude,
                                   progress=lambda p: self._progress(root, p),
-                                  stop=self.stopping.is_set)
+                                  stop=self.stopping.is_set, holder="watch")
         except IndexLocked as exc:
             if not f.waiting:  # said once per wait, not every two seconds
                 self.emit(WatchEvent("waiting", root, str(exc).split(";")[0]))
             f.waiting = True
             f.due = time.monotonic() + LOCKED_RETRY_S
             return
-        except HydraError as exc:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001  (a full disk, a sidecar gone: retried)
             if _ident(f.root) != f.ident:
                 return  # the folder went away mid-run: _check_folders says so
             wait = RETRY_S[min(f.failures, len(RETRY_S) - 1)]
             f.failures += 1
             f.due = time.monotonic() + wait
             self.emit(WatchEvent("error", root, str(exc), retry_in_s=wait))
+            return
+        if _ident(f.root) != f.ident:
+            self._undo_recreated(f)  # deleted during the run, which made its path again
             return
         self.emit(WatchEvent("indexed", root, changes=f.changes, initial=f.initial, report=report))
         f.dirs = report.dirs
@@ -280,19 +334,26 @@ class Watch:
             self.emit(WatchEvent("progress", root, "stopping once the batch being indexed is "
                                  "stored (Ctrl-C again stops at once)"))
 
-    def _selection(self, root: Path) -> tuple[list[str] | None, list[str] | None]:
-        """--include/--exclude given to watch, else what the folder's last index run used."""
-        if self.include is not None or self.exclude is not None:
-            return self.include, self.exclude
-        from hydra_rag.store import Store
+    # -- folders that go away ------------------------------------------------------------------
+
+    def _undo_recreated(self, f: _Folder) -> None:
+        """A folder deleted while its run went on: the run's writes made the path again, holding
+        an index of files that are gone. If nothing but that index is there, remove it and its
+        registration (_check_folders then says the folder went away)."""
+        import shutil
+
+        from hydra_rag import registry
 
         try:
-            sel = Store(root).read_meta().get("selection") or {}
-        except HydraError:
-            return None, None
-        return list(sel.get("include") or []) or None, list(sel.get("exclude") or []) or None
-
-    # -- folders that go away ------------------------------------------------------------------
+            names = [p.name for p in f.root.iterdir()]
+        except OSError:
+            return
+        if names == [INDEX_DIR]:
+            shutil.rmtree(f.root, ignore_errors=True)
+            try:
+                registry.forget(f.root)
+            except HydraError:
+                pass
 
     def _check_folders(self) -> None:
         """A watched folder moved or deleted: say so, and go on watching the others."""

@@ -53,3 +53,20 @@ def test_ask_and_folders(scope: Scope, corpus: Path) -> None:
     assert roots == [corpus] and not federated
     with pytest.raises(UsageError):
         api.folders([corpus], all_=True)
+
+
+def test_status_of_a_folder_that_went_away(home: Path, tmp_path: Path) -> None:
+    from conftest import write_tree
+
+    one = write_tree(tmp_path / "one", {"a.md": "# One\n\nThe first folder.\n"})
+    two = write_tree(tmp_path / "two", {"b.md": "# Two\n\nThe second folder.\n"})
+    for f in (one, two):
+        assert run_cli("index", str(f)).returncode == 0
+    s = Scope([one, two])
+    try:
+        one.rename(tmp_path / "moved")
+        docs = {d["root"]: d for d in s.status()}
+        assert docs[str(one)]["problem"].startswith("the folder is gone")
+        assert docs[str(two)]["state"] == "current" and docs[str(two)]["problem"] is None
+    finally:
+        s.close()

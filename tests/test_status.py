@@ -19,7 +19,7 @@ from hydra_rag.paths import dirs
 
 KEYS = {"root", "state", "rebuild", "repair", "added", "changed", "removed", "touched",
         "embedders", "languages", "files", "chunks", "skipped", "last_indexed", "selection",
-        "fix", "problem"}
+        "fix", "problem", "notes"}
 
 
 def _index(root: Path, *args: str) -> None:
@@ -147,6 +147,22 @@ def test_the_last_runs_selection_is_used(home: Path, tmp_path: Path) -> None:
     [s] = _status(str(root), rc=1)
     assert s["changed"] == ["a.md"]
     assert s["fix"] == f"hydra-rag index {root} --include '*.pem' --exclude tmp/"
+    # `index` keeps the selection too: without flags it indexes as the last run did.
+    _index(root)
+    [s] = _status(str(root))
+    assert s["selection"] == {"include": ["*.pem"], "exclude": ["tmp/"]} and s["files"] == 2
+    _index(root, "--clear-selection")
+    [s] = _status(str(root))
+    assert s["selection"] == {"include": [], "exclude": []} and s["files"] == 2
+    assert s["removed"] == [] and "tmp/scratch.md" in json.loads(
+        (root / ".hydra-index" / "files.json").read_text())["files"]
+    # An index from before selections were recorded: diffed with none, and said so.
+    meta_path = root / ".hydra-index" / "meta.yaml"
+    meta = yaml.safe_load(meta_path.read_text())
+    del meta["selection"]
+    meta_path.write_text(yaml.safe_dump(meta))
+    [s] = _status(str(root))
+    assert any("does not record the --include/--exclude" in n for n in s["notes"])
 
 
 def test_a_rebuild_pending_is_stale_with_its_reason(home: Path, tmp_path: Path) -> None:
@@ -178,6 +194,7 @@ def test_files_states(home: Path, tmp_path: Path) -> None:
         "logo.svg": "<svg xmlns='http://www.w3.org/2000/svg'><path d='M0 0L1 1'/></svg>\n",
         "data.bin2": b"\x00\x01\x02 binary",
         "empty.txt": "",
+        "old/.env": "OLD_TOKEN=x\n",  # a second secret of the same name, deeper
         "ignored/x.md": "# Ignored\n",
         "node_modules/lib/index.js": "module.exports = 1;\n",
     })
@@ -196,10 +213,11 @@ def test_files_states(home: Path, tmp_path: Path) -> None:
         f = listed[rel]
         return f["state"], f["reason"], f["detail"], f["include"]
 
-    assert brief(".env") == ("skipped", "secret", None, ".env")
-    assert brief("logo.svg") == ("skipped", "vector_image", None, "logo.svg")
-    assert brief("ignored/") == ("skipped", "gitignore", None, "ignored/**")
-    assert brief("node_modules/") == ("skipped", "blacklisted", None, "node_modules/**")
+    # Anchored at the top: `.env` alone would also take in a deeper one.
+    assert brief(".env") == ("skipped", "secret", None, "/.env")
+    assert brief("logo.svg") == ("skipped", "vector_image", None, "/logo.svg")
+    assert brief("ignored/") == ("skipped", "gitignore", None, "/ignored/**")
+    assert brief("node_modules/") == ("skipped", "blacklisted", None, "/node_modules/**")
     assert brief(".hydra-index/") == ("skipped", "blacklisted", None, None)
     # --include brings none of these back: no hint.
     assert brief("data.bin2") == ("skipped", "binary", None, None)
@@ -209,10 +227,9 @@ def test_files_states(home: Path, tmp_path: Path) -> None:
     assert listed["broken.docx"]["reason"] == "corrupt" and listed["broken.docx"]["detail"]
 
     # Each hint does what it says: with it, the diff takes the file in; without one, not even
-    # an --include of that very path does (the index's own folder aside: the walk would take
-    # it in, which no hint suggests).
+    # an --include of that very path does.
     for rel, f in listed.items():
-        if f["state"] != "skipped" or rel == ".hydra-index/":
+        if f["state"] != "skipped":
             continue
         [again] = _status(str(root), "--include", f["include"] or rel,
                           rc=1 if f["include"] else 0)
@@ -226,8 +243,8 @@ def test_files_states(home: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     assert "  indexed  a.md  prose, 1 chunk" in lines
-    assert "  skipped  .env  secret (--include .env)" in lines
-    assert "  skipped  node_modules/  blacklisted (--include 'node_modules/**')" in lines
+    assert "  skipped  .env  secret (--include /.env)" in lines
+    assert "  skipped  node_modules/  blacklisted (--include '/node_modules/**')" in lines
     assert "  failed   locked.pdf  encrypted: password-protected" in lines
     assert "  skipped  data.bin2  binary" in lines
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from conftest import run_cli, write_tree
 from hydra_rag.config import load_settings
@@ -245,7 +246,7 @@ def test_a_manual_index_while_watching_waits_or_runs(home: Path, tmp_path: Path,
     assert ev["files_indexed"] == 1 and "b.md" in _files(root)
     # A manual index while the watch is busy with the same changes: one waits, none corrupts.
     write_tree(root, {f"c{i}.md": f"# C{i}\n\nCharlie note {i} about rye.\n" for i in range(40)})
-    proc = run_cli("index", str(root), "--wait", "120", "--json")
+    proc = run_cli("index", str(root), "--json")  # no --wait: a watch's run is waited for
     assert proc.returncode == 0, proc.stderr
     deadline = time.monotonic() + 60
     while len(_files(root)) < 42 and time.monotonic() < deadline:
@@ -254,6 +255,57 @@ def test_a_manual_index_while_watching_waits_or_runs(home: Path, tmp_path: Path,
     assert w.stop() == 0
     _consistent(root)
     assert _top(root, "Charlie note 17 about rye") == "c17.md"
+
+
+def test_index_waits_for_a_watch_run_not_for_another_index(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "held", {"a.md": "# A\n\nA note on oats.\n"})
+    lock = root / ".hydra-index" / "lock"
+    for label, rc in (("watch", 0), ("index", 1)):
+        with file_lock(lock, label=label) as held:
+            assert held
+            proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "index", str(root)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(4.0)  # started, found the lock
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == rc, err
+        if label == "watch":
+            assert f"waiting for `hydra-rag watch` (pid {os.getpid()})" in err
+        else:
+            assert f"another `hydra-rag index` (pid {os.getpid()}) is updating" in err
+
+
+def test_an_index_that_does_not_record_its_selection_is_not_watched(
+        home: Path, tmp_path: Path, watching: Any) -> None:
+    root = write_tree(tmp_path / "old", {"a.md": "# A\n\nPublic.\n",
+                                         "private/diary.md": "# Diary\n\nSecret plans.\n"})
+    proc = run_cli("index", str(root), "--exclude", "private/")
+    assert proc.returncode == 0, proc.stderr
+    meta_path = root / ".hydra-index" / "meta.yaml"
+    meta = yaml.safe_load(meta_path.read_text())
+    del meta["selection"]  # as an index made before runs recorded it
+    meta_path.write_text(yaml.safe_dump(meta))
+    w = watching(str(root))
+    warning = w.expect("warning")
+    assert "does not record the --include/--exclude" in warning["message"]
+    assert w.proc.wait(timeout=60) == 1
+    assert set(_files(root)) == {"a.md"}  # nothing was taken in
+    # Given to watch, the selection is known: it watches.
+    w2 = watching(str(root), "--exclude", "private/")
+    w2.started()
+    assert w2.stop() == 0 and set(_files(root)) == {"a.md"}
+
+
+def test_an_ignore_file_above_the_folder_is_followed(home: Path, tmp_path: Path,
+                                                     watching: Any) -> None:
+    repo = write_tree(tmp_path / "repo", {"sub/doc.md": "# Doc\n\nA document.\n",
+                                          "sub/code.py": "def f():\n    return 1\n"})
+    (repo / ".git").mkdir()  # the folder watched is inside a repository
+    w = watching(str(repo / "sub"))
+    w.started()
+    (repo / ".gitignore").write_text("*.md\n")  # outside the watched folder: no event there
+    ev = w.expect("indexed", timeout=30)
+    assert ev["files_removed"] == 1 and set(_files(repo / "sub")) == {"code.py"}
+    assert w.stop() == 0
 
 
 def test_a_folder_that_goes_away_does_not_stop_the_others(home: Path, tmp_path: Path,
@@ -288,8 +340,9 @@ def test_one_watch_per_folder(home: Path, tmp_path: Path, watching: Any) -> None
     assert f"pid {first.proc.pid}" in warning["message"]
     assert [e["root"] for e in second.started()] == [str(two)]
     third = watching(str(one))
+    assert "already watched" in third.expect("warning")["message"]
     assert third.proc.wait(timeout=60) == 1
-    assert "already watched" in "".join(third.stderr)
+    assert "no folder left to watch" in "".join(third.stderr)
     assert first.stop() == 0 and second.stop() == 0
 
 
@@ -401,3 +454,12 @@ def test_install_writes_a_unit_that_runs(home: Path, tmp_path: Path, watching: A
                         r"  \d+ changes: 1 indexed; \+1 -0 chunks \(1 embedded\) in [\d.]+s", line)
     assert w.stop() == 0
     assert Store(root).read_meta()["selection"] == {"include": ["*.pem"], "exclude": []}
+    # An endpoint key is not written into the unit: the output says how to give it.
+    other = write_tree(tmp_path / "remote", {"a.md": "# A\n"})
+    proc = run_cli("watch", str(other), "--install", env={
+        "XDG_CONFIG_HOME": str(config), "HYDRA_RAG_EMBEDDER_URL": "http://gpu:8080/v1",
+        "HYDRA_RAG_EMBEDDER_API_KEY_ENV": "TEAM_KEY", "TEAM_KEY": "sk-not-to-be-written"})
+    assert proc.returncode == 0, proc.stderr
+    assert "systemctl --user set-environment TEAM_KEY=<the key>" in proc.stdout
+    unit = next((config / "systemd" / "user").glob("hydra-rag-watch-remote-*.service"))
+    assert "sk-not-to-be-written" not in unit.read_text() and "TEAM_KEY" in unit.read_text()

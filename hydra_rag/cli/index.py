@@ -21,6 +21,7 @@ from hydra_rag.cli.base import (
     say,
 )
 from hydra_rag.documents import skip_label
+from hydra_rag.errors import UsageError
 
 
 class _ProgressView:
@@ -95,9 +96,12 @@ def index(
     path: Annotated[Path, typer.Argument(help="Folder to index.")] = Path("."),
     include: Annotated[list[str] | None, typer.Option(
         "--include", help="Glob of files to index even if ignored, blacklisted or skipped for "
-        "their content (SVG, certificates, keys, enormous lines) (repeatable).")] = None,
+        "their content (SVG, certificates, keys, enormous lines) (repeatable). Kept for later "
+        "runs; --include or --exclude replaces both kept lists.")] = None,
     exclude: Annotated[list[str] | None, typer.Option(
-        "--exclude", help="Glob of files to leave out (repeatable).")] = None,
+        "--exclude", help="Glob of files to leave out (repeatable; kept like --include).")] = None,
+    clear_selection: Annotated[bool, typer.Option(
+        "--clear-selection", help="Forget the kept --include/--exclude patterns.")] = False,
     full: Annotated[bool, typer.Option("--full", help="Rebuild the index from scratch.")] = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="List what would be indexed and, per reason, what is skipped.")] = False,
@@ -125,6 +129,10 @@ def index(
     from hydra_rag.index import IndexInterrupted, index_folder
     from hydra_rag.index import dry_run as do_dry_run
 
+    if clear_selection:
+        if include or exclude:
+            raise UsageError("--clear-selection forgets --include/--exclude: give one or the other")
+        include, exclude = [], []
     if dry_run:
         rep = do_dry_run(path, include, exclude, load_settings())
         if as_json:
@@ -235,6 +243,8 @@ def _show_status(s: Any, shown: int = 10) -> None:
     for label, value in (("rebuild", s.rebuild), ("repair", s.repair)):
         if value:
             line(f"{label}: {value}", "yellow")
+    for note in s.notes:
+        line(f"note: {note}", "dim")
     for label, paths in (("added", s.added), ("changed", s.changed), ("removed", s.removed)):
         for rel in paths[:shown]:
             line(f"{label:8} {rel}")

@@ -73,7 +73,8 @@ def read_ahead(items: Iterator[_T], depth: int = 2) -> Iterator[_T]:
         except BaseException as exc:  # handed to the consumer, raised there
             put(exc)
 
-    threading.Thread(target=produce, daemon=True, name="hydra-read-ahead").start()
+    thread = threading.Thread(target=produce, daemon=True, name="hydra-read-ahead")
+    thread.start()
     try:
         while True:
             item = q.get()
@@ -84,6 +85,9 @@ def read_ahead(items: Iterator[_T], depth: int = 2) -> Iterator[_T]:
             yield item
     finally:
         closed.set()
+        # Ended early (a stopped run): let the reader finish the file in hand before the run
+        # closes the document reader and prunes the extraction cache under it.
+        thread.join(timeout=10)
 
 
 def prepare(cand: Candidate, src: Source, fits: Callable[[str], bool],

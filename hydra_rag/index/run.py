@@ -8,6 +8,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,15 +20,18 @@ from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS
 from hydra_rag.errors import HydraError, IndexLocked
 from hydra_rag.index.prepare import Prepared, prepare, read_ahead
 from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
-from hydra_rag.index.source import read_source, resolve_root, walker
+from hydra_rag.index.source import read_source, recorded_selection, resolve_root, walker
 from hydra_rag.index.state import State, diff, stale_analysis
 from hydra_rag.lexical import parse_language
-from hydra_rag.locks import file_lock, lock_holder
+from hydra_rag.locks import file_lock, lock_holder, lock_label
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store
 from hydra_rag.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult
 
 # Document skips remembered in files.json: an unchanged file is not extracted again to fail again
 # (touching it, `index --full` or a new extractor version retries it).
+# How long a run waits for a watch's run on the same folder (incremental: seconds, as a rule).
+WATCH_WAIT_S = 600.0
+
 DOCUMENT_SKIPS = tuple(r for r in SKIPS if r != "too_large")
 
 class Run(State):
@@ -45,6 +49,11 @@ class Run(State):
         the language, load (and repair) the state, analyse, index; then, if it built a new
         generation, switch to it."""
         self.report.repaired += rebuild.clean(self.store)
+        if include is None and exclude is None:  # the folder's own, as its last run recorded
+            try:
+                include, exclude = recorded_selection(self.store.read_meta()) or ([], [])
+            except HydraError:
+                include, exclude = [], []  # load_state reports and repairs a broken meta.yaml
         if repair:
             self.store.journal_path.touch()  # check every row against files.json
         self.progress(Progress("walk", message=f"walking {self.root}"))
@@ -57,8 +66,7 @@ class Run(State):
         store = self.store
         store.journal_path.unlink(missing_ok=True)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        # What this run was asked to take in or leave out: `status` and `watch` diff and index
-        # the folder with the same selection.
+        # What this run took in or left out: later runs (index, status, watch) keep it.
         self.meta["selection"] = {"include": list(include or []), "exclude": list(exclude or [])}
         self.meta["extractor_version"] = EXTRACTOR_VERSION  # once every document was read by it
         store.write_meta(self.meta)
@@ -372,9 +380,12 @@ def index_folder(
     language: str | None = None,
     contextualize: bool | None = None,
     stop: Callable[[], bool] | None = None,
+    holder: str = "index",
 ) -> IndexReport:
     """Bring `root/.hydra-index` up to date with the folder; returns what was done. `stop`
-    is asked after each stored batch: True ends the run there, with a whole index."""
+    is asked after each stored batch: True ends the run there, with a whole index. `holder`
+    says who holds the folder's lock while it runs (a run finds a watch's lock and waits for
+    it, up to WATCH_WAIT_S)."""
     t0 = time.monotonic()
     root = resolve_root(root)
     say = progress or (lambda _p: None)
@@ -383,11 +394,20 @@ def index_folder(
         store.dir.mkdir(exist_ok=True)
     except OSError as exc:
         raise HydraError(f"cannot create {store.dir}: {exc.strerror}") from None
-    with file_lock(store.lock_path, wait=wait) as held:
+    with ExitStack() as locks:
+        held = locks.enter_context(file_lock(store.lock_path, wait, holder))
+        if not held and lock_label(store.lock_path) == "watch" and holder != "watch":
+            # A watch's runs are short and incremental: wait for this one rather than fail.
+            say(Progress("lock", message=f"waiting for `hydra-rag watch` (pid "
+                                         f"{lock_holder(store.lock_path) or '?'}), which is "
+                                         f"indexing {root}"))
+            held = locks.enter_context(file_lock(store.lock_path, max(wait, WATCH_WAIT_S), holder))
         if not held:
             pid = lock_holder(store.lock_path)
+            what = ("`hydra-rag watch`" if lock_label(store.lock_path) == "watch"
+                    else "`hydra-rag index`")
             raise IndexLocked(
-                f"another `hydra-rag index` (pid {pid or '?'}) is updating {root}; "
+                f"another {what} (pid {pid or '?'}) is updating {root}; "
                 "wait for it to finish, or pass --wait SECONDS"
             )
         if language and language != "auto":

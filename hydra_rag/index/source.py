@@ -97,6 +97,11 @@ def dry_run(root: Path, include: list[str] | None = None,
     or taken from the index's cache of extracted texts, which is not written)."""
     root = resolve_root(root)
     settings = settings or Settings()
+    if include is None and exclude is None and Store(root).dir.is_dir():
+        try:
+            include, exclude = recorded_selection(Store(root).read_meta()) or ([], [])
+        except HydraError:
+            pass
     walked = walker(root, include, exclude, settings).walk()
     files, long_lines = [], []
     problems: dict[str, str] = {}
@@ -122,3 +127,13 @@ def dry_run(root: Path, include: list[str] | None = None,
 def walker(root: Path, include: list[str] | None, exclude: list[str] | None,
             settings: Settings) -> Walker:
     return Walker(root, include, exclude, max_document_bytes=int(settings.max_document_mb * (1 << 20)))
+
+
+def recorded_selection(meta: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+    """The --include and --exclude patterns the folder's last index run used, which later runs
+    (index, status, watch) keep unless given others; None: not recorded (an index made before
+    they were)."""
+    sel = meta.get("selection")
+    if not isinstance(sel, dict):
+        return None
+    return [str(p) for p in sel.get("include") or []], [str(p) for p in sel.get("exclude") or []]

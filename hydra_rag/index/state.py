@@ -360,3 +360,4 @@ def diff(root: Path, walked: WalkResult, files: dict[str, FileEntry],
     seen = {c.rel for c in walked.files}
     d.removed = [rel for rel in files if rel not in seen]
     return d
+

@@ -15,7 +15,7 @@ from typing import Any
 from hydra_rag.catalog import table_embedder
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError, UsageError
-from hydra_rag.index.source import reader_for, walker
+from hydra_rag.index.source import reader_for, recorded_selection, walker
 from hydra_rag.index.state import (
     Diff,
     context_model,
@@ -37,6 +37,8 @@ CURRENT, STALE, NOT_INDEXED = "current", "stale", "not_indexed"
 _RULES = frozenset({"blacklisted", "secret", "vector_image", "certificate", "excluded",
                     "gitignore", "hydraignore"})
 
+
+GONE = "the folder is gone (`hydra-rag stores prune` forgets it)"
 
 @dataclass(frozen=True)
 class FileStatus:
@@ -76,6 +78,7 @@ class FolderStatus:
     last_indexed: str | None = None
     selection: dict[str, list[str]] = field(default_factory=dict)  # the diff's --include/--exclude
     problem: str | None = None  # the folder is gone, or cannot be read
+    notes: list[str] = field(default_factory=list)  # what else the reader should know
     file_list: list[FileStatus] | None = None  # with files=True
 
     @property
@@ -94,7 +97,8 @@ class FolderStatus:
             "removed": self.removed, "touched": self.touched, "embedders": self.embedders,
             "languages": self.languages, "files": self.files, "chunks": self.chunks,
             "skipped": self.skipped, "last_indexed": self.last_indexed,
-            "selection": self.selection, "fix": self.fix, "problem": self.problem}
+            "selection": self.selection, "fix": self.fix, "problem": self.problem,
+            "notes": self.notes}
         if self.file_list is not None:
             doc["file_list"] = [f.to_json() for f in self.file_list]
         return doc
@@ -113,8 +117,12 @@ def folder_status(path: Path, settings: Settings, include: list[str] | None = No
     if problem is None and not meta and not store.table_names() and not recorded:
         status.state = NOT_INDEXED
     if include is None and exclude is None:
-        chosen = meta.get("selection") or {}
-        include, exclude = list(chosen.get("include") or []), list(chosen.get("exclude") or [])
+        recorded_sel = recorded_selection(meta)
+        include, exclude = recorded_sel or ([], [])
+        if recorded_sel is None and meta:
+            status.notes.append("this index does not record the --include/--exclude it was made "
+                                "with (it predates that): diffed with none; the next `hydra-rag "
+                                "index` records its own")
     status.selection = {"include": list(include or []), "exclude": list(exclude or [])}
     status.last_indexed = str(meta["updated"]) if meta.get("updated") else None
     status.embedders = {t: str(v.get("embedder")) for t, v in (meta.get("tables") or {}).items()
@@ -235,6 +243,8 @@ def _include_for(rel: str, reason: str) -> str | None:
     if rel.rstrip("/") == INDEX_DIR:
         return None
     pattern = re.sub(r"([*?\[\\])", r"\\\1", rel)  # a literal path, as a glob
+    if "/" not in rel.rstrip("/"):
+        pattern = "/" + pattern  # anchored: `id_rsa` alone would also match old/id_rsa
     return pattern + "**" if rel.endswith("/") else pattern
 
 
@@ -256,8 +266,7 @@ def statuses(paths: list[Path] | None, settings: Settings, all_: bool = False,
             raise HydraError(f"no {what} — index one with `hydra-rag index PATH"
                              + (f" --tag {tags[0]}`" if tags else "`"))
         return [folder_status(Path(p), settings, include, exclude, files) if Path(p).is_dir()
-                else FolderStatus(p, NOT_INDEXED, problem="the folder is gone (`hydra-rag "
-                                  "stores prune` forgets it)")
+                else FolderStatus(p, NOT_INDEXED, problem=GONE)
                 for p in chosen]
     roots = list(dict.fromkeys(_folder(p) for p in paths or [Path(".")]))
     return [folder_status(p, settings, include, exclude, files) for p in roots]

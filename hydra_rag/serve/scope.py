@@ -187,12 +187,13 @@ class Scope:
         the folder's `name`); the lists of paths are cut at STATUS_PATHS, their lengths kept in
         `counts`."""
         from hydra_rag.config import load_settings
-        from hydra_rag.index.status import folder_status
+        from hydra_rag.index.status import GONE, NOT_INDEXED, FolderStatus, folder_status
 
         settings = load_settings()
         out = []
         for root in self.narrow(paths, tag):
-            doc = folder_status(root, settings).to_json()
+            doc = (folder_status(root, settings) if root.is_dir()
+                   else FolderStatus(str(root), NOT_INDEXED, problem=GONE)).to_json()
             doc["counts"] = {k: len(doc[k]) for k in ("added", "changed", "removed", "touched")}
             for k in doc["counts"]:
                 doc[k] = doc[k][:STATUS_PATHS]
