@@ -10,7 +10,7 @@ from hydra_rag.catalog import load_embedders, table_embedder
 from hydra_rag.chunk import CHUNKER_VERSION
 from hydra_rag.config import Settings, load_settings
 from hydra_rag.errors import HydraError, SidecarCrash
-from hydra_rag.store import TABLES, Store
+from hydra_rag.store import ANN_ROWS, TABLES, Store
 
 
 @dataclass(frozen=True)
@@ -219,9 +219,16 @@ def check_index(root: Path) -> list[Check]:
         unindexed = store.fts_unindexed(t)
         if unindexed:
             problems.append(f"full-text index misses {unindexed} rows")
+        vec = store.vector_index(t)
+        if vec is not None and vec["unindexed"]:
+            problems.append(f"vector index misses {vec['unindexed']} rows (searched exactly "
+                            "meanwhile)")
         if problems:
             out.append(Check("fail", f"table {t}", "; ".join(problems),
                              f"hydra-rag index {root} --repair"))
         else:
-            out.append(Check("ok", f"table {t}", f"{len(rows)} chunks, full-text index current"))
+            search = (f"vector index {vec['type']} over {vec['indexed']} rows" if vec
+                      else f"exact vector search (an index past {ANN_ROWS:,} rows)")
+            out.append(Check("ok", f"table {t}", f"{len(rows)} chunks, full-text index "
+                             f"current, {search}"))
     return out

@@ -60,7 +60,7 @@ from hydra_rag.lexical import Analysis
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.rebuild import notice as rebuild_notice
 from hydra_rag.rerank import RerankClient, check_top, connect_reranker, rerank
-from hydra_rag.store import FTS_COLUMN, TABLES, Store
+from hydra_rag.store import FTS_COLUMN, NPROBES, REFINE_FACTOR, TABLES, Store
 from hydra_rag.table_cache import CachedTable, Found, Stamp, TableCache
 
 FOLLOW_UP_WEIGHT = 0.5  # the lists of the previous question, searched along with a follow-up
@@ -391,7 +391,10 @@ class Searcher:
             vec = [cached.nearest(matrix[i], candidates) for i in range(len(queries))]
         else:
             vec = [Found.from_lance(found, "_distance") for found in await asyncio.gather(*[
+                # nprobes and refine_factor apply only to a table with a vector index (past
+                # ANN_ROWS); without one the search is exact.
                 tbl.query().nearest_to(matrix[i]).column("vector").distance_type("dot")
+                .nprobes(NPROBES).refine_factor(REFINE_FACTOR)
                 .limit(candidates).select([*columns, "_distance"]).to_arrow()
                 for i in range(len(queries))
             ])]

@@ -196,8 +196,9 @@ class Run(State):
 
     def _refresh(self, tables: set[str]) -> None:
         self.progress(Progress("finish", message="updating the full-text index"))
+        trained = self.meta.setdefault("vector_index", {})
         for t in tables:
-            self.store.refresh(t, self.analysis[t].fts_options())
+            trained[t] = self.store.refresh(t, self.analysis[t].fts_options(), trained.get(t, 0))
 
     def _reanalyse(self, stale: list[str], lexical: dict[str, Any],
                    files: dict[str, FileEntry]) -> Store:

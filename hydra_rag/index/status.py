@@ -79,6 +79,8 @@ class FolderStatus:
     selection: dict[str, list[str]] = field(default_factory=dict)  # the diff's --include/--exclude
     problem: str | None = None  # the folder is gone, or cannot be read
     notes: list[str] = field(default_factory=list)  # what else the reader should know
+    # per table: the rows its vector index was trained on (0: exact search; see store.ANN_ROWS)
+    vector_index: dict[str, int] = field(default_factory=dict)
     file_list: list[FileStatus] | None = None  # with files=True
 
     @property
@@ -98,7 +100,7 @@ class FolderStatus:
             "languages": self.languages, "files": self.files, "chunks": self.chunks,
             "skipped": self.skipped, "last_indexed": self.last_indexed,
             "selection": self.selection, "fix": self.fix, "problem": self.problem,
-            "notes": self.notes}
+            "notes": self.notes, "vector_index": self.vector_index}
         if self.file_list is not None:
             doc["file_list"] = [f.to_json() for f in self.file_list]
         return doc
@@ -125,6 +127,8 @@ def folder_status(path: Path, settings: Settings, include: list[str] | None = No
                                 "index` records its own")
     status.selection = {"include": list(include or []), "exclude": list(exclude or [])}
     status.last_indexed = str(meta["updated"]) if meta.get("updated") else None
+    status.vector_index = {t: int(n) for t, n in (meta.get("vector_index") or {}).items()
+                           if isinstance(n, int)}
     status.embedders = {t: str(v.get("embedder")) for t, v in (meta.get("tables") or {}).items()
                         if isinstance(v, dict)}
     status.languages = {t: str(v.get("language")) for t, v in (meta.get("lexical") or {}).items()
