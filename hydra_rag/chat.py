@@ -4,6 +4,7 @@ list the sources and check the citations; sessions keep the user's own words."""
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import threading
 import time
@@ -37,18 +38,35 @@ class ChatTarget:
     model_name: str
     log: str = ""  # the sidecar's log, quoted when it fails
     auth: KeyEnv | None = None  # a `url:` endpoint's key
+    more: tuple[str, ...] = ()  # other servers of the model (`urls:`), tried when one fails
 
     def describe(self) -> str:
         return f"{self.model_name!r} at {self.base_url}"
+
+    def servers(self) -> list[ChatTarget]:
+        """This target and one per other server, starting at the next one in turn, so that
+        turns spread over the servers and a turn whose server fails has the others to try."""
+        urls = [self.base_url, *self.more]
+        start = next(_TURNS) % len(urls)
+        return [ChatTarget(u, self.model_name, self.log, self.auth)
+                for u in urls[start:] + urls[:start]]
+
+
+_TURNS = itertools.count()
+
+
+def _v1(url: str) -> str:
+    base = url.rstrip("/")
+    return base if base.endswith("/v1") else base + "/v1"
 
 
 def connect_chat(model: ChatModel, settings: Settings) -> ChatTarget:
     """A healthy endpoint serving `model`: its `url:` if it has one, else its sidecar."""
     if model.url:
-        base = model.url.rstrip("/")
         auth = KeyEnv.of("chat model", model)
         auth.headers()  # a missing key is named now, before a turn retrieves anything
-        return ChatTarget(base if base.endswith("/v1") else base + "/v1", model.id, auth=auth)
+        urls = [_v1(u) for u in (model.urls or (model.url,))]
+        return ChatTarget(urls[0], model.id, auth=auth, more=tuple(urls[1:]))
     path = model.model_path()
     assert path is not None
     if not path.is_file():
@@ -67,7 +85,31 @@ def connect_chat(model: ChatModel, settings: Settings) -> ChatTarget:
 
 def stream_chat(target: ChatTarget, messages: list[dict[str, str]], params: dict[str, Any],
                 on_token: Callable[[str], None]) -> tuple[str, str]:
-    """Stream a chat completion; returns (text, finish_reason). Ctrl-C stops it cleanly."""
+    """Stream a chat completion; returns (text, finish_reason). Ctrl-C stops it cleanly. With
+    several servers, a turn goes to the next in turn, and to the others if it fails before its
+    first token (after that, a failure is the turn's: its answer cannot be resumed elsewhere)."""
+    if not target.more:
+        return _stream_one(target, messages, params, on_token)
+    failures: list[str] = []
+    started = [False]
+
+    def heard(piece: str) -> None:
+        started[0] = True
+        on_token(piece)
+
+    for server in target.servers():
+        try:
+            return _stream_one(server, messages, params, heard)
+        except SidecarError as exc:
+            if started[0]:
+                raise
+            failures.append(str(exc).splitlines()[0])
+    raise SidecarError("every server of chat model "
+                       f"{target.model_name!r} failed: " + "; ".join(failures))
+
+
+def _stream_one(target: ChatTarget, messages: list[dict[str, str]], params: dict[str, Any],
+                on_token: Callable[[str], None]) -> tuple[str, str]:
     parts_url = urlsplit(target.base_url)
     cls = (http.client.HTTPSConnection if parts_url.scheme == "https"
            else http.client.HTTPConnection)

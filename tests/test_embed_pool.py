@@ -111,3 +111,49 @@ def test_an_index_run_survives_a_server_that_dies(servers: list[Any], tmp_path: 
     # Searchable through the pool (the query goes to a server that is up).
     hits = Searcher(root, settings).search("which crane lifts container 7 for port 12", 5)
     assert hits and hits[0].path == "notes/n12.md"
+
+
+def test_a_chat_model_on_two_servers_survives_one(isolated_home: Path) -> None:
+    from hydra_rag.catalog import get_model
+    from hydra_rag.chat import connect_chat, stream_chat
+    from hydra_rag.errors import SidecarError
+
+    model = isolated_home / "data" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    procs = []
+    for _ in range(2):
+        port = _free_port()
+        procs.append((f"http://127.0.0.1:{port}/v1", subprocess.Popen(
+            [sys.executable, "-m", "hydra_rag.sidecar_server", "--model", str(model),
+             "--alias", "smol-pool", "--role", "chat", "--port", str(port), "--idle", "0",
+             "--threads", "1", "--n-ctx", "1024", "--n-batch", "512"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+    try:
+        deadline = time.monotonic() + 120
+        for url, proc in procs:
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/models", timeout=2):
+                        break
+                except OSError:
+                    assert proc.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.2)
+        (isolated_home / "config").mkdir(exist_ok=True)
+        (isolated_home / "config" / "catalog.yaml").write_text(yaml.safe_dump({"models": [{
+            "id": "smol-pool", "urls": [url for url, _ in procs], "context": 1024}]}))
+        target = connect_chat(get_model("smol-pool"), load_settings())
+        assert [t.base_url for t in target.servers()][0] != [
+            t.base_url for t in target.servers()][0]  # turns take the servers in turn
+        messages = [{"role": "user", "content": "Say hello."}]
+        procs[0][1].kill()
+        procs[0][1].wait()
+        for _ in range(3):  # whichever server a turn starts with, it is answered
+            text, _finish = stream_chat(target, messages, {"max_tokens": 8}, lambda _p: None)
+            assert text.strip()
+        procs[1][1].kill()
+        procs[1][1].wait()
+        with pytest.raises(SidecarError, match="every server of chat model 'smol-pool' failed"):
+            stream_chat(target, messages, {"max_tokens": 8}, lambda _p: None)
+    finally:
+        for _, proc in procs:
+            proc.kill()
+            proc.wait()

@@ -32,7 +32,7 @@ _RERANKER_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 _MODEL_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "id": str, "file": str, "path": str, "url": str, "api_key_env": str, "name": str,
+    "id": str, "file": str, "path": str, "url": str, "urls": list, "api_key_env": str, "name": str,
     "license": str, "context": int, "chat_format": str, "port": int, "params": dict,
     "sources": list,
 }
@@ -161,16 +161,7 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
     values = {k: ("" if v is None else v) for k, v in raw.items() if k != "sources"}
     if "languages" in values:
         values["languages"] = _languages(where, values["languages"])
-    if "urls" in values:
-        urls = values["urls"]
-        if "url" in values:
-            raise ConfigError(f"{where}: give 'url' (one server) or 'urls' (several), not both")
-        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
-            raise ConfigError(f"{where}: field 'urls' must be a list of one or more URLs")
-        if len(set(urls)) != len(urls):
-            raise ConfigError(f"{where}: field 'urls' lists a URL twice")
-        values["urls"] = tuple(urls)
-        values["url"] = urls[0]
+    _urls(where, values)
     sources = _sources(where, raw)
     emb = Embedder(**values, sources=sources, origin=origin)  # type: ignore[arg-type]
     if emb.dims <= 0:
@@ -188,6 +179,21 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
     return emb
 
 
+def _urls(where: str, values: dict[str, Any]) -> None:
+    """`urls:` (several servers of one model) checked, kept as a tuple, its first as `url`."""
+    if "urls" not in values:
+        return
+    urls = values["urls"]
+    if "url" in values:
+        raise ConfigError(f"{where}: give 'url' (one server) or 'urls' (several), not both")
+    if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
+        raise ConfigError(f"{where}: field 'urls' must be a list of one or more URLs")
+    if len(set(urls)) != len(urls):
+        raise ConfigError(f"{where}: field 'urls' lists a URL twice")
+    values["urls"] = tuple(urls)
+    values["url"] = urls[0]
+
+
 def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
     """Validate one chat-model entry; errors name the file, the entry and the field."""
     where = _start_entry("model", origin, index, raw, _MODEL_FIELDS, ("id",))
@@ -195,6 +201,7 @@ def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
         _check(where, key, value, _MODEL_FIELDS[key])
     params = _check_params(where, raw.get("params") or {})
     values = {k: v for k, v in raw.items() if k not in ("sources", "params")}
+    _urls(where, values)
     sources = _sources(where, raw)
     model = ChatModel(**values, params=dict(params), sources=sources, origin=origin)
     if model.context < 256:

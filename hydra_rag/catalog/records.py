@@ -98,6 +98,7 @@ class ChatModel(_ModelFile):
     file: str | None = None
     path: str | None = None
     url: str | None = None
+    urls: tuple[str, ...] = ()  # several servers of this model (`urls:`); `url` is the first
     api_key_env: str | None = None
     name: str = ""
     license: str = ""
