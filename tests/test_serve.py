@@ -618,7 +618,7 @@ def test_token(served_home: Path, folders: dict[str, Path]) -> None:
         with pytest.raises(AuthenticationError):
             _openai(srv, api_key="wrong").models.list()
 
-        assert _mcp_tools(srv, ok) == {"search", "get", "ask", "stores"}
+        assert _mcp_tools(srv, ok) == {"search", "get", "ask", "stores", "status"}
     finally:
         _stop(srv)
 
@@ -803,7 +803,7 @@ def test_a_wildcard_host_with_a_token_answers_its_clients(served_home: Path,
         assert _request(srv, "GET", "/v1/models")[0] == 401
         assert "smollm2-135m" in {m.id for m in _openai(srv, api_key="T0ken").models.list()}
 
-        assert _mcp_tools(srv, ok) == {"search", "get", "ask", "stores"}
+        assert _mcp_tools(srv, ok) == {"search", "get", "ask", "stores", "status"}
     finally:
         _stop(srv)
 
