@@ -60,7 +60,7 @@ def test_a_large_table_gets_a_vector_index(home: Path, tmp_path: Path,
         overlap.append(len(set(a) & set(b)) / 10)
     assert sum(overlap) / len(overlap) >= 0.9
 
-    # Rows added later join the index (no retraining below twice the trained size).
+    # Rows added later join the index (no retraining below a fifth more than it was trained on).
     write_tree(root, _notes(40, start=320))
     index_folder(root, load_settings())
     info = Store(root).vector_index("prose")
