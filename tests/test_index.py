@@ -243,9 +243,13 @@ def test_ctrl_c_says_what_was_kept_and_the_next_run_what_it_resumed(
     files_json = root / ".hydra-index/files.json"
     kept = before = 0
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        # SIGINT as a terminal sends it: a test run started in the background by a script
+        # inherits SIGINT ignored (POSIX shells do that to background jobs), and so would the
+        # command, which would then rightly not stop.
         proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "index", str(root)],
                                 env={**os.environ, "HYDRA_RAG_INDEX_BATCH": "16"},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         _kill_when(proc, files_json, kept + 8, sig)
         stderr = proc.stderr.read() if proc.stderr else ""
         assert proc.returncode == code, stderr
