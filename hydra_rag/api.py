@@ -32,12 +32,7 @@ def folders(paths: list[Path] | None, all_: bool = False,
     if all_ or tags:
         if paths:
             raise UsageError("--path excludes --all and --tag")
-        chosen = registry.select(all_, tags)
-        if not chosen:
-            what = "registered folders" if all_ else f"folders tagged {', '.join(tags or [])}"
-            raise HydraError(f"no {what} — index one with `hydra-rag index PATH"
-                             + (f" --tag {tags[0]}`" if tags else "`"))
-        return [Path(p) for p in chosen], True
+        return [Path(p) for p in registry.chosen(all_, tags)], True
     roots = list(dict.fromkeys(find_index_root(p) for p in (paths or [Path.cwd()])))
     return roots, len(roots) > 1
 

@@ -100,3 +100,15 @@ def select(all_: bool = False, tags: list[str] | None = None) -> list[str]:
     """Registered folders, all of them or those with any of `tags`, in registry order."""
     return [p for p, e in stores().items()
             if all_ or set(tags or []) & set(e.get("tags", []))]
+
+
+def chosen(all_: bool, tags: list[str] | None) -> list[str]:
+    """`select`, or an error naming what was asked for and how to register a folder."""
+    from hydra_rag.errors import HydraError
+
+    picked = select(all_, tags)
+    if not picked:
+        what = "registered folders" if all_ else f"folders tagged {', '.join(tags or [])}"
+        raise HydraError(f"no {what} — index one with `hydra-rag index PATH"
+                         + (f" --tag {tags[0]}`" if tags else "`"))
+    return picked

@@ -34,19 +34,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def servers(isolated_home: Path) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
-    """Three embedder servers of minilm-l6, and a catalog entry `minilm-pool` listing them."""
-    model = isolated_home / "data" / "models" / "minilm-l6.q8_0.gguf"
+def _serve(model: Path, alias: str, role: str, n_ctx: int,
+           count: int) -> list[tuple[str, subprocess.Popen[bytes]]]:
+    """`count` llama.cpp servers of `model` on free loopback ports, answering once started."""
     procs = []
-    for _ in range(3):
+    for _ in range(count):
         port = _free_port()
-        proc = subprocess.Popen(
+        procs.append((f"http://127.0.0.1:{port}/v1", subprocess.Popen(
             [sys.executable, "-m", "hydra_rag.sidecar_server", "--model", str(model),
-             "--alias", "minilm-pool", "--role", "embed", "--port", str(port), "--idle", "0",
-             "--threads", "1", "--n-ctx", "512", "--n-batch", "512"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append((f"http://127.0.0.1:{port}/v1", proc))
+             "--alias", alias, "--role", role, "--port", str(port), "--idle", "0",
+             "--threads", "1", "--n-ctx", str(n_ctx), "--n-batch", "512"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
     deadline = time.monotonic() + 120
     for url, proc in procs:
         while True:
@@ -56,6 +54,14 @@ def servers(isolated_home: Path) -> Iterator[list[tuple[str, subprocess.Popen[by
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.2)
+    return procs
+
+
+@pytest.fixture
+def servers(isolated_home: Path) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+    """Three embedder servers of minilm-l6, and a catalog entry `minilm-pool` listing them."""
+    model = isolated_home / "data" / "models" / "minilm-l6.q8_0.gguf"
+    procs = _serve(model, "minilm-pool", "embed", 512, 3)
     (isolated_home / "config").mkdir(exist_ok=True)
     (isolated_home / "config" / "catalog.yaml").write_text(yaml.safe_dump({"embedders": [{
         "id": "minilm-pool", "dims": 384, "file": "minilm-l6.q8_0.gguf",  # its tokenizer
@@ -119,24 +125,8 @@ def test_a_chat_model_on_two_servers_survives_one(isolated_home: Path) -> None:
     from hydra_rag.errors import SidecarError
 
     model = isolated_home / "data" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    procs = []
-    for _ in range(2):
-        port = _free_port()
-        procs.append((f"http://127.0.0.1:{port}/v1", subprocess.Popen(
-            [sys.executable, "-m", "hydra_rag.sidecar_server", "--model", str(model),
-             "--alias", "smol-pool", "--role", "chat", "--port", str(port), "--idle", "0",
-             "--threads", "1", "--n-ctx", "1024", "--n-batch", "512"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+    procs = _serve(model, "smol-pool", "chat", 1024, 2)
     try:
-        deadline = time.monotonic() + 120
-        for url, proc in procs:
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/models", timeout=2):
-                        break
-                except OSError:
-                    assert proc.poll() is None and time.monotonic() < deadline
-                    time.sleep(0.2)
         (isolated_home / "config").mkdir(exist_ok=True)
         (isolated_home / "config" / "catalog.yaml").write_text(yaml.safe_dump({"models": [{
             "id": "smol-pool", "urls": [url for url, _ in procs], "context": 1024}]}))

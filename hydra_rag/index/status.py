@@ -264,11 +264,7 @@ def statuses(paths: list[Path] | None, settings: Settings, all_: bool = False,
     if all_ or tags:
         if paths:
             raise UsageError("PATH excludes --all and --tag")
-        chosen = registry.select(all_, tags)
-        if not chosen:
-            what = "registered folders" if all_ else f"folders tagged {', '.join(tags or [])}"
-            raise HydraError(f"no {what} — index one with `hydra-rag index PATH"
-                             + (f" --tag {tags[0]}`" if tags else "`"))
+        chosen = registry.chosen(all_, tags)
         return [folder_status(Path(p), settings, include, exclude, files) if Path(p).is_dir()
                 else FolderStatus(p, NOT_INDEXED, problem=GONE)
                 for p in chosen]
