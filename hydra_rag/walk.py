@@ -12,7 +12,7 @@ import stat
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
+from fnmatch import translate
 from pathlib import Path
 
 import pathspec
@@ -107,13 +107,18 @@ class _NameRules:
         self.exact = exact
         self.suffixes = tuple(suffixes)
         self.prefixes = tuple(prefixes)
+        # One regular expression for all the globs, and suffix tuples for the paths: a walk
+        # asks every file's name of several rule sets.
+        self._glob = re.compile("|".join(translate(g) for g in self.globs)) if self.globs else None
+        self._paths = frozenset(self.paths)
+        self._path_ends = tuple("/" + p for p in self.paths)
 
     def match(self, rel: str, name: str) -> bool:
         if name in self.exact or name.endswith(self.suffixes) or name.startswith(self.prefixes):
             return True
-        if self.globs and any(fnmatchcase(name, g) for g in self.globs):
+        if self._glob is not None and self._glob.match(name):
             return True
-        return any(rel == p or rel.endswith("/" + p) for p in self.paths)
+        return rel in self._paths or rel.endswith(self._path_ends)
 
 
 BLACKLIST_DIRS = _NameRules(_BLACKLIST_DIRS)
@@ -121,6 +126,7 @@ BLACKLIST_FILES = _NameRules(_BLACKLIST_FILES)
 SECRETS = _NameRules(_SECRETS)
 SECRETS_OK = _NameRules(_SECRET_OK)
 JUNK_NAMES = {reason: _NameRules(patterns) for reason, patterns in _JUNK_NAMES.items()}
+ANY_JUNK = _NameRules([p for patterns in _JUNK_NAMES.values() for p in patterns])
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,32 @@ class _Layer:
     reason: str
     # For a layer from a folder above the root: the root's path as seen from that folder.
     outer: str = ""
+    # (files, folders): the layer as two regular expressions on the name alone, when every
+    # pattern is a plain name glob (see _by_name); None: ask pathspec.
+    names: tuple[re.Pattern[str], re.Pattern[str]] | None = None
+
+
+_NEVER = re.compile(r"(?!)")
+
+
+def _by_name(lines: list[str]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """A layer whose patterns are all plain name globs (`*.log`, `build/`, `.env*`: no slash
+    but a trailing one, no negation, no escapes, no `**`) ignores a path iff its name matches
+    one of them (folder-only ones for folders): one regular expression per kind instead of
+    pathspec's pattern-by-pattern check, which a walk asks of every file. None: not such a
+    layer."""
+    files, folders = [], []
+    for line in lines:
+        p = line.strip()  # _add dropped blank lines and comments
+        if (p != line or p.startswith("!") or "\\" in p or "**" in p or "[^" in p
+                or "/" in p.rstrip("/") or p == "/"):
+            return None
+        glob = translate(p.rstrip("/"))
+        folders.append(glob)
+        if not p.endswith("/"):
+            files.append(glob)
+    return (re.compile("|".join(files)) if files else _NEVER,
+            re.compile("|".join(folders)) if folders else _NEVER)
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -198,6 +230,10 @@ def _rel_to(path_rel: str, base: str) -> str | None:
 def _verdict(layers: list[_Layer], rel: str, is_dir: bool) -> tuple[bool, str]:
     """Git semantics: the deepest layer that has an opinion wins (negation included)."""
     for layer in reversed(layers):
+        if layer.names is not None:  # a layer of name globs applies at any depth below it
+            if layer.names[is_dir].match(rel.rsplit("/", 1)[-1]):
+                return True, layer.reason
+            continue
         sub = f"{layer.outer}/{rel}" if layer.outer else _rel_to(rel, layer.base)
         if sub is None:
             continue
@@ -278,7 +314,8 @@ class Walker:
     def _add(self, layers: list[_Layer], base: str, lines: list[str], reason: str) -> None:
         lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
         if lines:
-            layers.append(_Layer(base, pathspec.GitIgnoreSpec.from_lines(lines), reason))
+            layers.append(_Layer(base, pathspec.GitIgnoreSpec.from_lines(lines), reason,
+                                 names=_by_name(lines)))
 
     def _add_outer(self, prefix: str, at: Path, lines: list[str], reason: str) -> None:
         # A layer anchored above the root: match against the path as seen from `at`.
@@ -309,7 +346,7 @@ class Walker:
             return "blacklisted"
         if not is_dir and SECRETS.match(rel, name) and not SECRETS_OK.match(rel, name):
             return "secret"
-        if not is_dir:
+        if not is_dir and ANY_JUNK.match(rel, name):
             for reason, rules in JUNK_NAMES.items():
                 if rules.match(rel, name):
                     return reason
