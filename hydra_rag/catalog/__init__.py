@@ -8,6 +8,8 @@ Every name callers import from `hydra_rag.catalog` is re-exported here."""
 from __future__ import annotations
 
 import difflib
+import functools
+import stat
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -58,7 +60,9 @@ def user_catalog_path() -> Path:
     return dirs().config / "catalog.yaml"
 
 
+@functools.cache
 def _shipped() -> Catalog:
+    """The shipped catalog, parsed once per process (its records are frozen)."""
     text = resources.files("hydra_rag").joinpath("catalog.yaml").read_text()
     return parse_catalog(text, "shipped catalog.yaml")
 
@@ -85,10 +89,19 @@ def _merge(cat: Catalog, mine: Catalog) -> Catalog:
 def load_catalog() -> Catalog:
     """Shipped entries, overridden by the user's entries with the same id."""
     user = user_catalog_path()
-    mine = Catalog({}, {}, {})
-    if user.is_file():
-        mine = parse_catalog(user.read_text(encoding="utf-8"), str(user))
-    return _merge(_shipped(), mine)
+    try:
+        st = user.stat()
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode):
+        return _merge(_shipped(), Catalog({}, {}, {}))
+    return _merge(_shipped(), _parse_user(str(user), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_user(path: str, mtime_ns: int, size: int) -> Catalog:
+    """The user's catalog, parsed again only when the file changed (a run asks for it often)."""
+    return parse_catalog(Path(path).read_text(encoding="utf-8"), path)
 
 
 def load_embedders() -> dict[str, Embedder]:
