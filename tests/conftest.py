@@ -4,12 +4,14 @@ shared by the tests and stopped at the end."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +128,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def copytree(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst, symlinks=True)
     return dst
+
+
+def recorded(root: Path) -> dict[str, dict[str, Any]]:
+    """What the index of `root` records of each file (its files.db), as files.json held it:
+    path → {"size", "mtime_ns", "kind", "chunks", and "skip", "doc", "digest", "error" if set}."""
+    from hydra_rag.store import Store
+
+    return {rel: e.to_json() for rel, e in Store(root).read_files().items()}
+
+
+def to_legacy(root: Path, without: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Make the index of `root` one from before files.db: its entries (less the fields
+    `without`) written to files.json as that version wrote it, files.db removed. Returns them."""
+    from hydra_rag.store import Store
+
+    store = Store(root)
+    files = {rel: {k: v for k, v in e.items() if k not in without}
+             for rel, e in recorded(root).items()}
+    (store.data_dir / "files.json").write_text(
+        json.dumps({"version": 3, "files": dict(sorted(files.items()))}), encoding="utf-8")
+    store.files_path.unlink()
+    return files

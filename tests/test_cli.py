@@ -11,6 +11,7 @@ import pytest
 
 from conftest import run_cli
 from hydra_rag.cli import app
+from hydra_rag.store import Store
 
 COMMANDS = [
     [], ["index"], ["status"], ["watch"], ["search"], ["doctor"], ["rag"], ["rag", "setup"], ["embedders"],
@@ -126,7 +127,7 @@ def test_doctor(home: Path, corpus: Path) -> None:
     proc = run_cli("doctor", str(corpus))
     assert proc.returncode == 0, proc.stdout
     assert "ok    table code: 2 chunks" in proc.stdout
-    (corpus / ".hydra-index/files.json").write_text('{"version": 1, "files": {}}')
+    Store(corpus).write_files({})  # the record forgets every file: their chunks are orphans
     proc = run_cli("doctor", str(corpus))
     assert proc.returncode == 1
     assert "orphan chunks" in proc.stdout and f"hydra-rag index {corpus} --repair" in proc.stdout

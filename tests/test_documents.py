@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import docmaker
-from conftest import run_cli
+from conftest import recorded, run_cli
 from hydra_rag.chunk import section_at
 from hydra_rag.documents import Skip, anchors, cite, format_of, locate, text_anchors
 from hydra_rag.documents.extract import extract_file, is_page
@@ -314,7 +314,7 @@ def _index(root: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def _index_files(root: Path) -> dict[str, Any]:
-    return json.loads((root / ".hydra-index" / "files.json").read_text())["files"]
+    return recorded(root)
 
 
 def _cached_keys(root: Path) -> set[str]:
@@ -331,7 +331,7 @@ def _stored_ids(root: Path) -> set[str]:
 @pytest.fixture(scope="module")
 def library(session_home: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The library folder indexed once, and what the commands said about it then: the index
-    report, the dry run (JSON and text), files.json, the cache, and searches (JSON for each of
+    report, the dry run (JSON and text), files.db, the cache, and searches (JSON for each of
     QUERIES and the text of one). Tests that change the folder may: the others read these."""
     root = _library(tmp_path_factory.mktemp("lib") / "library")
     got: dict[str, Any] = {"root": root, "index": _index(root)}

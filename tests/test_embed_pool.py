@@ -4,7 +4,6 @@ run that loses one server in the middle completes with nothing lost or stored tw
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import write_tree
+from conftest import recorded, write_tree
 from hydra_rag.catalog import get_embedder
 from hydra_rag.config import load_settings
 from hydra_rag.doctor import check_index
@@ -107,7 +106,7 @@ def test_an_index_run_survives_a_server_that_dies(servers: list[Any], tmp_path: 
     settings = load_settings()
     report = index_folder(root, settings, progress=progress)
     assert killed and servers[2][1].wait(timeout=10) is not None
-    files = json.loads((root / ".hydra-index" / "files.json").read_text())["files"]
+    files = recorded(root)
     assert len(files) == 30 and all(e["chunks"] for e in files.values())
     ids = sorted(c for e in files.values() for c in e["chunks"])
     stored = sorted(Store(root).id_counts("prose").elements())

@@ -158,7 +158,7 @@ def test_get_reads_around_a_hit(folder: Path) -> None:
     assert [x.split(maxsplit=1)[0] for x in proc.stdout.splitlines()] == ["2", "3", "4", "5"]
     # what the walker leaves out, the index's own files, other folders: refused
     for spec, why in ((".env", "not in the index"), ("notes/ignored.txt", "not in the index"),
-                      (".hydra-index/files.json", "not in the index"),
+                      (".hydra-index/files.db", "not in the index"),
                       ("/etc/hostname", "not in an indexed folder"),
                       ("docs/guide.md:99", "past its end"), ("docs/guide.md:5-2", "ends before"),
                       ("nothere.md", "no such file")):

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import copytree, run_cli, write_tree
+from conftest import copytree, recorded, run_cli, to_legacy, write_tree
 from hydra_rag import registry
 from hydra_rag.config import load_settings
 from hydra_rag.doctor import check_index
-from hydra_rag.errors import IndexLocked
+from hydra_rag.errors import HydraError, IndexLocked
+from hydra_rag.filelist import FileList
 from hydra_rag.index import index_folder
 from hydra_rag.locks import file_lock
 from hydra_rag.retrieve import Searcher
@@ -41,7 +42,7 @@ def test_index_and_search(home: Path, corpus: Path) -> None:
     idx = corpus / ".hydra-index"
     meta = yaml.safe_load((idx / "meta.yaml").read_text())
     assert meta["tables"]["code"] == {"embedder": "minilm-l6", "dims": 384}
-    files = json.loads((idx / "files.json").read_text())["files"]
+    files = recorded(corpus)
     assert files["src/auth.py"]["kind"] == "code" and len(files["src/auth.py"]["chunks"]) == 1
     assert registry.stores()[str(corpus)]["tags"] == ["demo"]
     # Exact string: BM25 finds it.
@@ -80,7 +81,7 @@ def test_same_content_with_a_new_mtime_is_not_read_again(home: Path, tmp_path: P
     root = write_tree(tmp_path / "c", {"a.md": "# Kites\n\nBox kites fly in strong wind.\n",
                                        "b.py": "def fly(kite):\n    return kite.lift()\n"})
     index_folder(root, load_settings())
-    before = json.loads((root / ".hydra-index/files.json").read_text())["files"]
+    before = recorded(root)
     assert all(len(e["digest"]) == 32 for e in before.values())
     # A checkout that rewrites both files: one with the same bytes, one changed at equal size.
     (root / "a.md").write_text("# Kites\n\nBox kites fly in strong wind.\n")
@@ -90,7 +91,7 @@ def test_same_content_with_a_new_mtime_is_not_read_again(home: Path, tmp_path: P
         os.utime(root / f, ns=(st.st_atime_ns, st.st_mtime_ns + 3_000_000_000))
     rep = index_folder(root, load_settings())
     assert (rep.files_touched, rep.files_indexed, rep.files_unchanged) == (1, 1, 1)
-    after = json.loads((root / ".hydra-index/files.json").read_text())["files"]
+    after = recorded(root)
     assert after["a.md"]["chunks"] == before["a.md"]["chunks"]
     assert after["a.md"]["mtime_ns"] == (root / "a.md").stat().st_mtime_ns  # re-recorded
     assert after["b.py"]["digest"] != before["b.py"]["digest"]
@@ -114,9 +115,8 @@ def test_a_moved_folder_is_not_embedded_again(home: Path, tmp_path: Path) -> Non
     hits = _search(root, "greenhouse vent opens at 20 degrees")
     assert hits[0].path == "archive/renamed.md"
     assert {h.path.split("/")[0] for h in hits} <= {"archive", "keep.py"}
-    assert _ids(root)["prose"] == sorted(c for e in json.loads(
-        (root / ".hydra-index/files.json").read_text())["files"].values() for c in e["chunks"]
-        if e["kind"] == "prose")
+    assert _ids(root)["prose"] == sorted(c for e in recorded(root).values() for c in e["chunks"]
+                                         if e["kind"] == "prose")
 
 
 def test_unchanged_chunks_reuse_their_vectors(home: Path, tmp_path: Path) -> None:
@@ -128,8 +128,7 @@ def test_unchanged_chunks_reuse_their_vectors(home: Path, tmp_path: Path) -> Non
     (root / "minutes.md").write_text(body + "Closing remark appended at the end.\n")
     second = index_folder(root, load_settings())
     assert second.chunks_reused >= first.chunks_added - 2
-    assert _ids(root)["prose"] == sorted(json.loads(
-        (root / ".hydra-index/files.json").read_text())["files"]["minutes.md"]["chunks"])
+    assert _ids(root)["prose"] == sorted(recorded(root)["minutes.md"]["chunks"])
 
 
 def test_embedder_change_rebuilds(isolated_home: Path, corpus: Path) -> None:
@@ -144,14 +143,44 @@ def test_embedder_change_rebuilds(isolated_home: Path, corpus: Path) -> None:
     assert meta["tables"]["prose"]["embedder"] == "minilm-copy"
 
 
-def test_corrupt_files_json_is_rebuilt_without_re_embedding(home: Path, corpus: Path) -> None:
+def test_corrupt_files_db_is_rebuilt_without_re_embedding(home: Path, corpus: Path) -> None:
     index_folder(corpus, load_settings())
     before = _ids(corpus)
-    (corpus / ".hydra-index/files.json").write_text("{not json")
+    files_db = corpus / ".hydra-index/files.db"
+    files_db.write_bytes(b"\x00garbage, not an SQLite database\xff" * 64)
     rep = index_folder(corpus, load_settings())
-    assert any("files.json" in r for r in rep.repaired)
+    assert any(r.startswith(f"{files_db} is corrupt") for r in rep.repaired), rep.repaired
     assert rep.chunks_reused == 5 and rep.chunks_added == 0
     assert _ids(corpus) == before
+    assert set(recorded(corpus)) == {"src/auth.py", "src/billing.py", "docs/gardening.md",
+                                     "docs/history.md", "README.md"}
+    assert all(c.status == "ok" for c in check_index(corpus))
+
+
+def test_an_index_with_files_json_is_read_then_moved_to_files_db(home: Path,
+                                                                 corpus: Path) -> None:
+    """An index from before files.db: its files.json is read as it is, and the first run that
+    records anything moves it into files.db; nothing is embedded again."""
+    index_folder(corpus, load_settings())
+    idx = corpus / ".hydra-index"
+    legacy = to_legacy(corpus)
+    assert (idx / "files.json").is_file() and not (idx / "files.db").exists()
+    assert _search(corpus, "X-Api-Key")[0].path == "src/auth.py"
+    again = index_folder(corpus, load_settings())
+    assert (again.files_unchanged, again.files_indexed, again.chunks_embedded) == (5, 0, 0)
+    assert again.chunks_total == {"code": 2, "prose": 3}
+    # A file rewritten with the same bytes is re-recorded, not read: the first write.
+    st = (corpus / "README.md").stat()
+    os.utime(corpus / "README.md", ns=(st.st_atime_ns, st.st_mtime_ns + 3_000_000_000))
+    rep = index_folder(corpus, load_settings())
+    assert (rep.files_touched, rep.files_indexed, rep.chunks_embedded) == (1, 0, 0)
+    assert (idx / "files.db").is_file() and not (idx / "files.json").exists()
+    assert not (idx / "files.db-journal").exists()
+    now = recorded(corpus)
+    assert now["README.md"]["mtime_ns"] == (corpus / "README.md").stat().st_mtime_ns
+    assert {rel: e for rel, e in now.items() if rel != "README.md"} == {
+        rel: e for rel, e in legacy.items() if rel != "README.md"}
+    assert all(c.status == "ok" for c in check_index(corpus))
 
 
 def test_corrupt_meta_yaml_is_recovered_from_the_tables(home: Path, corpus: Path) -> None:
@@ -193,14 +222,14 @@ def test_long_single_line_and_non_english_text(home: Path, tmp_path: Path) -> No
     assert _search(root, "value number 4242", k=3)
 
 
-def _kill_when(proc: subprocess.Popen[str], files_json: Path, min_files: int,
+def _kill_when(proc: subprocess.Popen[str], folder: Path, min_files: int,
                sig: int = signal.SIGKILL) -> None:
-    """Send `sig` once files.json records `min_files` files."""
+    """Send `sig` once the files.db in `folder` records `min_files` files."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            n = len(json.loads(files_json.read_text())["files"])
-        except (OSError, ValueError, KeyError):
+        try:  # read while the run writes it
+            n = len(FileList(folder).read())
+        except HydraError:
             n = 0
         if n >= min_files:
             break
@@ -220,7 +249,7 @@ def test_kill_9_mid_run_is_repaired(home: Path, tmp_path: Path) -> None:
         proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "index", str(root)],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 text=True)
-        _kill_when(proc, root / ".hydra-index/files.json", min_files)
+        _kill_when(proc, root / ".hydra-index", min_files)
         assert proc.returncode == -signal.SIGKILL
         assert (root / ".hydra-index/journal").exists()
         # Edit a file between the crashes, as a user might.
@@ -240,7 +269,6 @@ def test_ctrl_c_says_what_was_kept_and_the_next_run_what_it_resumed(
         f"Line {j} of note {i} talks about topic {i * 7 + j}.\n" for j in range(30))
         for i in range(120)}
     root = write_tree(tmp_path / "c", files)
-    files_json = root / ".hydra-index/files.json"
     kept = before = 0
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         # SIGINT as a terminal sends it: a test run started in the background by a script
@@ -250,16 +278,16 @@ def test_ctrl_c_says_what_was_kept_and_the_next_run_what_it_resumed(
                                 env={**os.environ, "HYDRA_RAG_INDEX_BATCH": "16"},
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        _kill_when(proc, files_json, kept + 8, sig)
+        _kill_when(proc, root / ".hydra-index", kept + 8, sig)
         stderr = proc.stderr.read() if proc.stderr else ""
         assert proc.returncode == code, stderr
-        recorded = len(json.loads(files_json.read_text())["files"])
-        assert kept + 8 <= recorded < 120
+        n = len(recorded(root))
+        assert kept + 8 <= n < 120
         assert stderr.splitlines()[-1] == (
-            f"interrupted: {recorded - kept} of {120 - kept} files indexed and kept; "
+            f"interrupted: {n - kept} of {120 - kept} files indexed and kept; "
             "the next `hydra-rag index` picks up the rest")
         assert "Traceback" not in stderr
-        before, kept = kept, recorded
+        before, kept = kept, n
     rep = index_folder(root, load_settings())
     (note,) = rep.repaired  # the last one: stopped between batches, nothing to repair
     assert note.startswith("resumed the run interrupted at ") and note.endswith(
@@ -270,7 +298,7 @@ def test_ctrl_c_says_what_was_kept_and_the_next_run_what_it_resumed(
     assert all(c.status == "ok" for c in check_index(root)), check_index(root)
 
 
-def test_interrupted_rows_without_files_json_are_orphans(home: Path, corpus: Path) -> None:
+def test_interrupted_rows_without_a_files_entry_are_orphans(home: Path, corpus: Path) -> None:
     """Rows written by a run that died before recording them are removed by the next run."""
     index_folder(corpus, load_settings())
     store = Store(corpus)
@@ -336,7 +364,7 @@ def test_an_index_from_before_sections_is_searched_then_rebuilt(home: Path, corp
 def test_equal_pieces_of_one_long_line_get_distinct_ids(home: Path, tmp_path: Path) -> None:
     root = write_tree(tmp_path / "d", {"dump.md": "# Dump\n\n" + "same words again " * 1500 + "\n"})
     rep = index_folder(root, load_settings())
-    entry = json.loads((root / ".hydra-index/files.json").read_text())["files"]["dump.md"]
+    entry = recorded(root)["dump.md"]
     assert rep.chunks_added == len(entry["chunks"]) == len(set(entry["chunks"])) > 3
     assert _ids(root)["prose"] == sorted(entry["chunks"])
     assert all(c.status == "ok" for c in check_index(root))

@@ -19,6 +19,8 @@ import yaml
 from conftest import run_cli, write_tree
 from hydra_rag.config import load_settings
 from hydra_rag.doctor import check_index
+from hydra_rag.errors import HydraError
+from hydra_rag.filelist import FileList
 from hydra_rag.index import index_folder
 from hydra_rag.rebuild import PAUSE_ENV
 from hydra_rag.retrieve import Searcher
@@ -49,10 +51,11 @@ def _paused_rebuild(root: Path, flag: Path) -> subprocess.Popen[str]:
     return proc
 
 
-def _recorded(files_json: Path) -> int:
+def _recorded(folder: Path) -> int:
+    """How many files the files.db in `folder` records (read while a run writes it)."""
     try:
-        return len(json.loads(files_json.read_text())["files"])
-    except (OSError, ValueError, KeyError):
+        return len(FileList(folder).read())
+    except HydraError:
         return 0
 
 
@@ -74,7 +77,7 @@ def test_a_search_during_a_rebuild_reads_the_old_index_and_says_so(
     flag = tmp_path / "paused"
     proc = _paused_rebuild(corpus, flag)
     # The new generation is built and waits beside the old one, which meta.yaml still names.
-    assert {"lance", "files.json", "gen-1", "rebuild.json"} <= _listing(corpus)
+    assert {"lance", "files.db", "gen-1", "rebuild.json"} <= _listing(corpus)
     assert "generation" not in yaml.safe_load((corpus / ".hydra-index/meta.yaml").read_text())
     path, text, warnings = _top(corpus, "tomatoes full sun")
     assert path == "docs/gardening.md" and OLD in text
@@ -121,7 +124,7 @@ def test_a_killed_rebuild_leaves_the_old_index_and_the_next_run_removes_it(
     assert note.startswith("removed an unfinished rebuild (--full, started ")
     assert note.endswith("; searches had kept using the index from before it")
     assert not rep.rebuilt and (rep.files_indexed, rep.files_unchanged) == (1, 4)
-    assert _listing(corpus) == {"meta.yaml", "lock", "lance", "files.json"}
+    assert _listing(corpus) == {"meta.yaml", "lock", "lance", "files.db"}  # no files.db-journal
     path, text, warnings = _top(corpus, "peppers warm soil")
     assert (path, warnings) == ("docs/gardening.md", []) and "Peppers want warm soil" in text
 
@@ -138,7 +141,8 @@ def test_a_rebuild_killed_while_embedding_leaves_the_old_index(home: Path, tmp_p
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:  # some files, not all of them
-        if any(8 <= _recorded(f) < 80 for f in (root / ".hydra-index").glob("**/files.json")):
+        if any(8 <= _recorded(f.parent) < 80
+               for f in (root / ".hydra-index").glob("**/files.db")):
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
@@ -160,10 +164,10 @@ def test_a_switch_cut_short_is_finished_by_the_next_run(home: Path, corpus: Path
     index_folder(corpus, load_settings())
     idx = corpus / ".hydra-index"
     shutil.copytree(idx / "lance", tmp_path / "lance")
-    shutil.copy(idx / "files.json", tmp_path / "files.json")
+    shutil.copy(idx / "files.db", tmp_path / "files.db")
     index_folder(corpus, load_settings(), full=True)
     shutil.copytree(tmp_path / "lance", idx / "lance")  # what it had not removed yet
-    shutil.copy(tmp_path / "files.json", idx / "files.json")
+    shutil.copy(tmp_path / "files.db", idx / "files.db")
     (idx / "rebuild.json").write_text(json.dumps(
         {"generation": 1, "pid": 2**22 + 1, "started": "2026-01-01 10:00:00", "reason": "--full"}))
     searcher = Searcher(corpus, load_settings())

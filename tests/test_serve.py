@@ -471,14 +471,14 @@ def test_path_escapes_through_get_are_refused(server: Server, folders: dict[str,
             ("docs/leak.md", "is not in the folders searched here"),
             (str(garden / "docs" / "leak.md"), "is not in the folders searched here"),
             (".env", ".env is not in the index of"),
-            (".hydra-index/files.json", ".hydra-index/files.json is not in the index of"),
+            (".hydra-index/files.db", ".hydra-index/files.db is not in the index of"),
             ("garden:.env", ".env is not in the index of")):
         status, raw = _request(server, "GET", f"/api/get?path={path}")
         doc = json.loads(raw)
         assert status == 422, (path, status, doc)
         assert message in doc["error"]["message"], (path, doc)
         assert set(doc) == {"error"}
-        for leaked in (secret, "abc123", "root:", '"files"'):
+        for leaked in (secret, "abc123", "root:", "SQLite format"):
             assert leaked not in raw.decode(), (path, raw)
     # Search never shows what get refuses: the link and the .env are not indexed.
     for query, leaked in ((secret, secret), ("SECRET_TOKEN", "abc123")):

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 import docmaker
-from conftest import run_cli, write_tree
+from conftest import recorded, run_cli, to_legacy, write_tree
 from hydra_rag.paths import dirs
 
 KEYS = {"root", "state", "rebuild", "repair", "added", "changed", "removed", "touched",
@@ -154,8 +154,7 @@ def test_the_last_runs_selection_is_used(home: Path, tmp_path: Path) -> None:
     _index(root, "--clear-selection")
     [s] = _status(str(root))
     assert s["selection"] == {"include": [], "exclude": []} and s["files"] == 2
-    assert s["removed"] == [] and "tmp/scratch.md" in json.loads(
-        (root / ".hydra-index" / "files.json").read_text())["files"]
+    assert s["removed"] == [] and "tmp/scratch.md" in recorded(root)
     # An index from before selections were recorded: diffed with none, and said so.
     meta_path = root / ".hydra-index" / "meta.yaml"
     meta = yaml.safe_load(meta_path.read_text())
@@ -248,13 +247,10 @@ def test_files_states(home: Path, tmp_path: Path) -> None:
     assert "  failed   locked.pdf  encrypted: password-protected" in lines
     assert "  skipped  data.bin2  binary" in lines
 
-    # A files.json from before the error was kept still loads: the detail is unknown.
-    files_path = root / ".hydra-index" / "files.json"
-    doc = json.loads(files_path.read_text())
-    assert doc["files"]["locked.pdf"]["error"] == "password-protected"
-    for e in doc["files"].values():
-        e.pop("error", None)
-    files_path.write_text(json.dumps(doc))
+    # A files.json from before the error was kept (and before files.db) still loads: the
+    # detail is unknown.
+    assert recorded(root)["locked.pdf"]["error"] == "password-protected"
+    assert all("error" not in e for e in to_legacy(root, without=("error",)).values())
     [s] = _status(str(root), "--files")
     f = next(f for f in s["file_list"] if f["path"] == "locked.pdf")
     assert (f["state"], f["reason"], f["detail"]) == ("failed", "encrypted", None)

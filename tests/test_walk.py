@@ -109,10 +109,10 @@ def test_include_brings_back_a_file_under_a_pruned_folder(tree: Path) -> None:
 
 
 def test_no_include_reaches_into_an_index(tmp_path: Path) -> None:
-    for rel in (".hydra-index/files.json", "sub/.hydra-index/meta.yaml", "sub/ok.md"):
+    for rel in (".hydra-index/files.db", "sub/.hydra-index/meta.yaml", "sub/ok.md"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x\n")
-    res = Walker(tmp_path, include=[".hydra-index/", "*.json", "*.yaml"]).walk()
+    res = Walker(tmp_path, include=[".hydra-index/", "*.db", "*.yaml"]).walk()
     assert {c.rel for c in res.files} == {"sub/ok.md"}
     assert set(res.skipped_paths["blacklisted"]) == {".hydra-index/", "sub/.hydra-index/"}
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import run_cli, write_tree
+from conftest import recorded, run_cli, write_tree
 from hydra_rag.config import load_settings
 from hydra_rag.doctor import check_index
 from hydra_rag.locks import file_lock
@@ -108,7 +108,7 @@ def _top(root: Path, q: str) -> str:
 
 
 def _files(root: Path) -> dict[str, Any]:
-    return json.loads((root / ".hydra-index" / "files.json").read_text())["files"]
+    return recorded(root)
 
 
 def _consistent(root: Path) -> None:
