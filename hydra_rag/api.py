@@ -194,9 +194,7 @@ def store_rows() -> list[dict[str, Any]]:
                 store = Store(Path(path))
                 meta = store.read_meta()
                 embedders = {t: v.get("embedder") for t, v in meta.get("tables", {}).items()}
-                for e in store.read_files().values():
-                    if e.kind:
-                        chunks[e.kind] = chunks.get(e.kind, 0) + len(e.chunks)
+                chunks = store.file_list.chunk_totals()
             except HydraError as exc:
                 problem = str(exc)
         rows.append({"path": path, "tags": entry.get("tags", []), "chunks": chunks,

@@ -174,7 +174,7 @@ def _file_check(name: str, path: Path, missing_fix: str, broken_fix: str) -> Che
 
 
 def check_index(root: Path) -> list[Check]:
-    """Tables against files.json, FTS coverage, and the embedder match."""
+    """Tables against files.db, FTS coverage, and the embedder match."""
     store = Store(root)
     fix_full = f"hydra-rag index {root} --full"
     if not store.exists():

@@ -84,7 +84,7 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
     if scope is not None and root not in {r.resolve() for r in scope}:
         raise HydraError(f"{target} is not in the folders searched here")
     rel = real.relative_to(root).as_posix()
-    entry = Store(root).read_files().get(rel)
+    entry = Store(root).file_list.get(rel)
     if entry is None or entry.kind is None or entry.skip:
         raise HydraError(f"{rel} is not in the index of {root}: the walker leaves it out, or it "
                          f"is new (`hydra-rag index {root} --dry-run` shows why)")

@@ -2,7 +2,7 @@
 
 A rebuild (--full, another embedder, chunker or format version, contextualize switched; and a
 re-analysis of the full-text column for a new language) writes a new generation of the index
-(`.hydra-index/gen-N/`: tables, files.json, and its meta.yaml) while searches keep reading the
+(`.hydra-index/gen-N/`: tables, files.db, and its meta.yaml) while searches keep reading the
 generation meta.yaml names. The switch is one `os.replace` of the new meta.yaml over the old,
 under the index lock; the old generation is removed after it. What a crash leaves:
 

@@ -172,7 +172,7 @@ class Searcher:
 
     Every LanceDB query costs about a millisecond however small the table, so twenty small
     folders cost twenty times one. Tables of up to CACHED_ROWS chunks are therefore read into
-    memory once (within `search_cache_mb`, refreshed when files.json changes) and searched
+    memory once (within `search_cache_mb`, refreshed when files.db changes) and searched
     there exactly, by dot product, leaving one full-text query per table.
 
     A folder being rebuilt is searched in the generation of its index in use, with a warning
@@ -211,7 +211,7 @@ class Searcher:
         self._entries: dict[str, Embedder | None] = {}
         self._broken_embedders: set[str] = set()
         self._sizes: dict[str, tuple[Stamp, int]] = {}
-        # Open async tables, reopened when files.json changes (another process re-indexed).
+        # Open async tables, reopened when files.db changes (another process re-indexed).
         self._tables: dict[str, tuple[Stamp, Any]] = {}
         self._analysis: dict[str, Analysis | None] = {}  # None: a format-1 index, raw queries
         self._columns: dict[str, list[str]] = {}  # the row columns each table has
@@ -284,7 +284,7 @@ class Searcher:
         return client.embed(queries, client.embedder.query_prefix)
 
     def _stamp(self, store: Store) -> Stamp:
-        """What the caches of a table are valid for: its generation and its files.json."""
+        """What the caches of a table are valid for: its generation and its files.db."""
         try:
             return store.generation, store.files_path.stat().st_mtime_ns
         except OSError:
@@ -292,12 +292,11 @@ class Searcher:
 
     def _searchable(self, store: Store, meta_tables: dict[str, Any], t: str,
                     stamp: Stamp) -> bool:
-        """Skip tables known to be empty (from files.json, re-read only when it changed)."""
+        """Skip tables known to be empty (from files.db, re-read only when it changed)."""
         key = _key(store.root, t)
         if self._sizes.get(key, (None, 0))[0] != stamp:  # re-read only after an index run
             try:
-                files = store.read_files()
-                size = sum(len(e.chunks) for e in files.values() if e.kind == t)
+                size = store.file_list.chunk_totals().get(t, 0)
             except HydraError:
                 size = -1  # unknown: search it
             self._sizes[key] = (stamp, size)

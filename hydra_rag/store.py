@@ -1,21 +1,20 @@
 """The on-disk index beside the files: `.hydra-index/` with two LanceDB tables (`code`, `prose`),
-`meta.yaml` (versions, which embedder built each table) and `files.json` (what is indexed).
+`meta.yaml` (versions, which embedder built each table) and `files.db` (what is indexed, see
+hydra_rag.filelist).
 
-The tables, files.json and the journal form a generation. Generation 0 lives in `.hydra-index/`
-itself (`lance/`, `files.json`: every index until its first rebuild); generation N in
+The tables, files.db and the journal form a generation. Generation 0 lives in `.hydra-index/`
+itself (`lance/`, `files.db`: every index until its first rebuild); generation N in
 `.hydra-index/gen-N/`. `meta.yaml` says which one is in use: a rebuild builds the next
 generation beside it and switches by replacing meta.yaml (see hydra_rag.rebuild).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import yaml
 
 from hydra_rag.chunk import CHUNKER_VERSION
 from hydra_rag.errors import IndexError_, yaml_problem
+from hydra_rag.filelist import FILES_DB, LEGACY_JSON, FileEntry, FileList
 from hydra_rag.locks import write_atomic
 from hydra_rag.paths import INDEX_DIR
 
@@ -46,42 +46,10 @@ RETRAIN_GROWTH = 0.2
 NPROBES = 20
 REFINE_FACTOR = 10
 GEN_PREFIX = "gen-"
-GEN0_ENTRIES = ("lance", "files.json", "journal", "documents.json")  # generation 0's part of .hydra-index/
+# Generation 0's part of .hydra-index/.
+GEN0_ENTRIES = ("lance", FILES_DB, FILES_DB + "-journal", LEGACY_JSON, "journal", "documents.json")
 _META_EMBEDDER = b"hydra.embedder"
 _META_DIMS = b"hydra.dims"
-
-
-@dataclass
-class FileEntry:
-    """What files.json knows of one file: its stat at indexing time, its kind and chunk ids."""
-
-    size: int
-    mtime_ns: int
-    kind: str | None
-    chunks: list[str] = field(default_factory=list)
-    skip: str = ""  # a content skip (binary, not_utf8…): remembered so it is not re-read
-    # A document's extraction: {"key": content key in the cache, "format", "unit", "starts"}
-    # (see hydra_rag.documents); None for a text file.
-    doc: dict[str, Any] | None = None
-    # A hash of the content indexed (see hydra_rag.index.source.digest_of): a file whose
-    # size or mtime changed but whose content did not is not read again, only re-recorded.
-    digest: str = ""
-    # Why a document could not be read ("password-protected"), beside its skip reason: what
-    # `status --files` shows (absent from files.json written before it was kept).
-    error: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"size": self.size, "mtime_ns": self.mtime_ns, "kind": self.kind,
-                             "chunks": self.chunks}
-        if self.skip:
-            d["skip"] = self.skip
-        if self.doc is not None:
-            d["doc"] = self.doc
-        if self.digest:
-            d["digest"] = self.digest
-        if self.error:
-            d["error"] = self.error
-        return d
 
 
 def sql_str(value: str) -> str:
@@ -162,7 +130,7 @@ class Store:
 
     @property
     def data_dir(self) -> Path:
-        """Where this store's generation keeps its tables, files.json and journal."""
+        """Where this store's generation keeps its tables, files.db and journal."""
         return self.generation_dir(self.generation)
 
     @property
@@ -171,7 +139,8 @@ class Store:
 
     @property
     def files_path(self) -> Path:
-        return self.data_dir / "files.json"
+        """files.db (see hydra_rag.filelist); its mtime changes with every recorded batch."""
+        return self.data_dir / FILES_DB
 
     @property
     def lance_path(self) -> Path:
@@ -226,39 +195,24 @@ class Store:
         self.meta_path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.meta_path, yaml.safe_dump(meta, sort_keys=False))
 
+    @property
+    def file_list(self) -> FileList:
+        return FileList(self.data_dir)
+
     def read_files(self) -> dict[str, FileEntry]:
-        """files.json as entries; {} if absent. Raises IndexError_ if it is corrupt."""
-        if not self.files_path.is_file():
-            return {}
-        try:
-            raw = json.loads(self.files_path.read_text(encoding="utf-8"))
-            return {
-                rel: FileEntry(int(e["size"]), int(e["mtime_ns"]), e.get("kind"),
-                               list(e.get("chunks", [])), e.get("skip", ""), e.get("doc"),
-                               e.get("digest", ""), e.get("error", ""))
-                for rel, e in raw["files"].items()
-            }
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-            raise IndexError_(f"{self.files_path} is corrupt: {exc}") from None
+        """What the index records of each file; {} if nothing. IndexError_ if it is corrupt."""
+        return self.file_list.read()
 
     def write_files(self, files: dict[str, FileEntry]) -> None:
-        # The documents' anchors, apart: what a search needs to cite a page, without reading
-        # the whole of files.json. Written first: searchers re-read it when files.json changes.
-        docs = {rel: e.doc for rel, e in files.items() if e.doc is not None and e.kind}
-        if docs or self.documents_path.exists():
-            write_atomic(self.documents_path,
-                         json.dumps(docs, ensure_ascii=False, separators=(",", ":")))
-        doc = {"version": FORMAT_VERSION,
-               "files": {rel: files[rel].to_json() for rel in sorted(files)}}
-        write_atomic(self.files_path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+        """Replace the whole record (a repair, a new generation)."""
+        self.file_list.write(files)
+
+    def update_files(self, put: dict[str, FileEntry], drop: Iterable[str] = ()) -> None:
+        """Record these files and forget those: what a stored batch changed, and no more."""
+        self.file_list.update(put, drop)
 
     def read_documents(self) -> dict[str, dict[str, Any]]:
-        """documents.json: path → the document's extraction record; {} when there is none."""
-        try:
-            raw = json.loads(self.documents_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
-            return {}
-        return raw if isinstance(raw, dict) else {}
+        return self.file_list.read_documents()
 
     # -- tables --------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import numpy as np
 # Tables up to this many chunks are searched in memory (when search_cache_mb allows).
 CACHED_ROWS = 20_000
 
-Stamp = tuple[int, int]  # a table's generation and its files.json's mtime: when caches hold
+Stamp = tuple[int, int]  # a table's generation and its files.db's mtime: when caches hold
 
 
 @dataclass

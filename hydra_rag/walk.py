@@ -14,9 +14,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fnmatch import translate
 from pathlib import Path
+from typing import NamedTuple
 
 import pathspec
 
+from hydra_rag.bulk import no_gc
 from hydra_rag.documents import format_of
 from hydra_rag.paths import INDEX_DIR
 
@@ -126,14 +128,15 @@ BLACKLIST_FILES = _NameRules(_BLACKLIST_FILES)
 SECRETS = _NameRules(_SECRETS)
 SECRETS_OK = _NameRules(_SECRET_OK)
 JUNK_NAMES = {reason: _NameRules(patterns) for reason, patterns in _JUNK_NAMES.items()}
-ANY_JUNK = _NameRules([p for patterns in _JUNK_NAMES.values() for p in patterns])
+# Any of the file name rules above: most files match none, and are asked this alone.
+ANY_FILE_RULE = _NameRules(_BLACKLIST_FILES + _SECRETS
+                           + [p for patterns in _JUNK_NAMES.values() for p in patterns])
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A file the walk kept: its path relative to the root (POSIX), size and mtime (ns), and
     whether an --include pattern names it (which also overrides the content checks of
-    `read_indexable`)."""
+    `read_indexable`). A named tuple: a walk makes one per file."""
 
     rel: str
     size: int
@@ -342,11 +345,14 @@ class Walker:
     def _rule(self, layers: list[_Layer], rel: str, is_dir: bool) -> str:
         """The reason this path is left out, or "" to keep it (before --include)."""
         name = rel.rsplit("/", 1)[-1]
-        if (BLACKLIST_DIRS if is_dir else BLACKLIST_FILES).match(rel, name):
-            return "blacklisted"
-        if not is_dir and SECRETS.match(rel, name) and not SECRETS_OK.match(rel, name):
-            return "secret"
-        if not is_dir and ANY_JUNK.match(rel, name):
+        if is_dir:
+            if BLACKLIST_DIRS.match(rel, name):
+                return "blacklisted"
+        elif ANY_FILE_RULE.match(rel, name):
+            if BLACKLIST_FILES.match(rel, name):
+                return "blacklisted"
+            if SECRETS.match(rel, name) and not SECRETS_OK.match(rel, name):
+                return "secret"
             for reason, rules in JUNK_NAMES.items():
                 if rules.match(rel, name):
                     return reason
@@ -358,7 +364,8 @@ class Walker:
     def walk(self) -> WalkResult:
         """Walk the whole tree; never follows symlinked folders."""
         result = WalkResult()
-        self._walk_dir(self.root, "", list(self.base_layers), result, pruned=False)
+        with no_gc():
+            self._walk_dir(self.root, "", list(self.base_layers), result, pruned=False)
         result.files.sort(key=lambda c: c.rel)
         return result
 

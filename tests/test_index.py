@@ -159,8 +159,8 @@ def test_corrupt_files_db_is_rebuilt_without_re_embedding(home: Path, corpus: Pa
 
 def test_an_index_with_files_json_is_read_then_moved_to_files_db(home: Path,
                                                                  corpus: Path) -> None:
-    """An index from before files.db: its files.json is read as it is, and the first run that
-    records anything moves it into files.db; nothing is embedded again."""
+    """An index from before files.db: its files.json is read as it is, and the next run moves
+    it into files.db, even one that changes nothing; nothing is embedded again."""
     index_folder(corpus, load_settings())
     idx = corpus / ".hydra-index"
     legacy = to_legacy(corpus)
@@ -169,7 +169,9 @@ def test_an_index_with_files_json_is_read_then_moved_to_files_db(home: Path,
     again = index_folder(corpus, load_settings())
     assert (again.files_unchanged, again.files_indexed, again.chunks_embedded) == (5, 0, 0)
     assert again.chunks_total == {"code": 2, "prose": 3}
-    # A file rewritten with the same bytes is re-recorded, not read: the first write.
+    assert (idx / "files.db").is_file() and not (idx / "files.json").exists()
+    assert recorded(corpus) == legacy
+    # A file rewritten with the same bytes is re-recorded, not read.
     st = (corpus / "README.md").stat()
     os.utime(corpus / "README.md", ns=(st.st_atime_ns, st.st_mtime_ns + 3_000_000_000))
     rep = index_folder(corpus, load_settings())

@@ -110,7 +110,7 @@ def index(
     wait: Annotated[float, typer.Option(
         "--wait", help="Seconds to wait if another run holds this folder.")] = 0.0,
     repair: Annotated[bool, typer.Option(
-        "--repair", help="Check every stored chunk against files.json and fix mismatches.")] = False,
+        "--repair", help="Check every stored chunk against files.db and fix mismatches.")] = False,
     embedder: Annotated[str | None, typer.Option(
         "--embedder", help="Embedder id for both tables (default: minilm-l6).")] = None,
     language: Annotated[str | None, typer.Option(

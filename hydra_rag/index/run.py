@@ -18,6 +18,7 @@ from hydra_rag.config import Settings
 from hydra_rag.contextualize import with_context
 from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS
 from hydra_rag.errors import HydraError, IndexLocked
+from hydra_rag.filelist import Light
 from hydra_rag.index.prepare import Prepared, prepare, read_ahead
 from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
 from hydra_rag.index.source import read_source, recorded_selection, resolve_root, walker
@@ -27,7 +28,7 @@ from hydra_rag.locks import file_lock, lock_holder, lock_label
 from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store
 from hydra_rag.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult
 
-# Document skips remembered in files.json: an unchanged file is not extracted again to fail again
+# Document skips remembered in files.db: an unchanged file is not extracted again to fail again
 # (touching it, `index --full` or a new extractor version retries it).
 # How long a run waits for a watch's run on the same folder (incremental: seconds, as a rule).
 WATCH_WAIT_S = 600.0
@@ -40,6 +41,7 @@ class Run(State):
     # Asked after each stored batch: True ends the run there, whole (what is left of the
     # changed files is the next run's); `watch` stops this way.
     stop_requested: Callable[[], bool] | None = None
+    _kinds_before: set[str | None] = set()  # the tables that had chunks when the run began
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -55,14 +57,14 @@ class Run(State):
             except HydraError:
                 include, exclude = [], []  # load_state reports and repairs a broken meta.yaml
         if repair:
-            self.store.journal_path.touch()  # check every row against files.json
+            self.store.journal_path.touch()  # check every row against files.db
         self.progress(Progress("walk", message=f"walking {self.root}"))
         walked = walker(self.root, include, exclude, self.settings).walk()
         self.report.dirs = walked.dirs
         self.choose_language(walked, full)
-        self.files = self.load_state(full)
+        light = self.load_state(full)
         self.choose_analysis()
-        self.run(walked, self.files)
+        self.run(walked, light)
         store = self.store
         store.journal_path.unlink(missing_ok=True)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -73,23 +75,23 @@ class Run(State):
         if self.live is not None:
             rebuild.switch(store)
             self.switched = True
+        store.file_list.migrate()
         # Extracted texts no indexed document uses any more (the document changed or left).
-        self.docs.prune({e.doc["key"] for e in self.files.values() if e.doc})
+        self.docs.prune(store.file_list.document_keys())
         report = self.report
         report.documents_extracted = self.docs.extracted
         report.embedders = {t: e.id for t, e in self.embedders.items()}
-        # files.json and the tables agree (that is what the journal and repair guarantee), so
-        # the totals come from files.json: a no-op run never has to load LanceDB.
-        report.chunks_total = {
-            t: sum(len(e.chunks) for e in self.files.values() if e.kind == t) for t in TABLES
-        }
+        # files.db and the tables agree (that is what the journal and repair guarantee), so
+        # the totals come from files.db: a no-op run never has to load LanceDB.
+        totals = store.file_list.chunk_totals()
+        report.chunks_total = {t: totals.get(t, 0) for t in TABLES}
         return report
 
     def _kept(self) -> int:
-        """How many of the files this run set out to index files.json now records as they are
+        """How many of the files this run set out to index files.db now records as they are
         (exactly what the next run will find unchanged, wherever the interruption fell)."""
         try:
-            recorded = self.store.read_files()
+            recorded = self.store.file_list.entries(c.rel for c in self._changed)
         except HydraError:
             return 0
         return sum(1 for c in self._changed if (e := recorded.get(c.rel)) is not None
@@ -123,12 +125,19 @@ class Run(State):
         return IndexInterrupted(f"{n} of {total} files indexed and kept; the next "
                                 "`hydra-rag index` picks up the rest")
 
-    def run(self, walked: WalkResult, files: dict[str, FileEntry]) -> None:
+    def run(self, walked: WalkResult, light: dict[str, Light]) -> None:
+        """Index what changed since the record (`light`: every recorded file, as load_state
+        read it); only the entries of the files it changes are read whole."""
         store, report = self.store, self.report
-        start_files = dict(files)
         report.files_seen = len(walked.files)
-        d = diff(self.root, walked, files, self.meta)
+        d = diff(self.root, walked, light, self.meta)
         changed, removed, skipped = d.reread, d.removed, d.skipped
+        files = self.files
+        wanted = [r for r in (*d.changed, *d.removed, *(c.rel for c in d.touched)) if r not in files]
+        files.update(store.file_list.entries(wanted) if wanted else {})
+        start_files = dict(files)
+        self._kinds_before = {e.kind for e in light.values() if e.chunks}
+        del light  # not needed past the diff
         for cand in d.touched:
             files[cand.rel] = replace(files[cand.rel], size=cand.size, mtime_ns=cand.mtime_ns)
         report.files_unchanged += d.unchanged + len(d.touched)
@@ -138,15 +147,16 @@ class Run(State):
                                self.analysis)
         if stale:
             store = self._reanalyse(stale, self.meta.get("lexical") or {}, files)
-        for t in TABLES:
-            if t not in store.table_names():
-                a, emb = self.analysis[t], self.embedders[t]
-                store.create_table(t, emb.id, emb.dims, a.fts_options())
+        created = [t for t in TABLES if t not in store.table_names()]
+        for t in created:
+            a, emb = self.analysis[t], self.embedders[t]
+            store.create_table(t, emb.id, emb.dims, a.fts_options())
         self.meta["lexical"] = {t: a.to_meta() for t, a in self.analysis.items()}
         self.meta["format_version"] = FORMAT_VERSION
-        store.write_meta(self.meta)
-        if report.files_touched and not changed and not removed:
-            store.write_files(files)
+        if stale or created or changed or removed:  # before any row (a no-op run writes it once, at its end)
+            store.write_meta(self.meta)
+        if d.touched:
+            store.update_files({c.rel: files[c.rel] for c in d.touched})
         if not changed and not removed:
             report.files_skipped = dict(skipped)
             if self.resumed:  # the interrupted run may not have brought it up to date
@@ -164,7 +174,7 @@ class Run(State):
                 if files[rel].chunks or not files[rel].skip:
                     report.files_removed += 1
                 del files[rel]
-            store.write_files(files)
+            store.update_files({}, removed)
 
         for t in TABLES:
             self.client(t)  # start sidecars here, not from the reader thread
@@ -218,7 +228,7 @@ class Run(State):
             self.report.notes.append(
                 f"full-text index of {n} {t} chunks rebuilt for language {a.language}"
                 + (f" (was {was})" if was else "") + "; no chunk was re-embedded")
-        new.write_files(files)
+        new.write_files({**live.read_files(), **files})  # every entry, as this run left them
         return new
 
     def _batches(self, changed: list[Candidate]) -> Iterator[list[Prepared]]:
@@ -268,7 +278,7 @@ class Run(State):
                 reused[r["hash"]] = r["vector"]
             all_rows = [r for _, rows in items for r in rows]
             need = [r for r in all_rows if r["hash"] not in reused]
-            if need and self.ctx is None and any(e.kind == t for e in start_files.values()):
+            if need and self.ctx is None and t in self._kinds_before:
                 # The same text anywhere in the table (a moved, renamed or copied file): its
                 # vector is this chunk's. Not when contextualized: a context depends on the file.
                 for r in store.rows_in(t, "hash", sorted({r["hash"] for r in need}),
@@ -309,7 +319,7 @@ class Run(State):
             report.chunks_added += len(new_rows)
             report.chunks_removed += len(stale)
         if self.ctx is not None:
-            self.ctx.save()  # before files.json: a recorded file's contexts are never lost
+            self.ctx.save()  # before files.db: a recorded file's contexts are never lost
         for p in (p for p in batch if p.kind):
             cand, kind, rows, long_lines = p.cand, p.kind, p.rows, p.long_lines
             if long_lines:
@@ -321,7 +331,10 @@ class Run(State):
             files[cand.rel] = FileEntry(cand.size, cand.mtime_ns, kind, [r["id"] for r in rows],
                                         doc=p.doc, digest=p.digest)
             report.files_indexed += 1
-        store.write_files(files)
+        # This batch's files alone (a skipped file may have left the record).
+        rels = [p.cand.rel for p in batch]
+        store.update_files({r: files[r] for r in rels if r in files},
+                           [r for r in rels if r not in files])
         return touched
 
     def _contextualize(self, t: str, prepared: list[Prepared], fits: Callable[[str], bool],

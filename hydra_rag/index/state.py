@@ -1,12 +1,12 @@
 """An index run's state, and the decisions taken before any file is indexed: read meta.yaml and
-files.json, rebuild or not, repair after an interruption, choose the prose language and the
+files.db, rebuild or not, repair after an interruption, choose the prose language and the
 full-text analysis."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ from hydra_rag.config import Settings
 from hydra_rag.contextualize import Contextualizer, with_context
 from hydra_rag.documents import EXTRACTOR_VERSION, format_of
 from hydra_rag.errors import HydraError, IndexError_
+from hydra_rag.filelist import Light, light_of
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
 from hydra_rag.index.source import digest_of, read_source, reader_for
 from hydra_rag.lexical import Analysis, detect_language, parse_language
@@ -41,7 +42,7 @@ class State:
         self.ctx: Contextualizer | None = None
         self.language = language  # --language: a code or name, "auto", or None (keep/detect)
         self.prose_language = "en"  # what the prose is analysed and embedded as (see choose_language)
-        self._files_read: dict[str, FileEntry] | None = None  # files.json as choose_language read it
+        self._light_read: dict[str, Light] | None = None  # files.db as choose_language read it
         self.analysis: dict[str, Analysis] = {}
         self.settings = settings
         self.progress = progress
@@ -56,6 +57,8 @@ class State:
             t: get_embedder(settings.embedder_for(t)) for t in TABLES
         }
         self.clients: dict[str, EmbedClient] = {}
+        # Whole entries (chunk ids and all) of the files this run changes, or of every file
+        # when it repairs; the others are known by their `Light` entry alone (load_state).
         self.files: dict[str, FileEntry] = {}
         # Extracted texts are cached beside every generation, in .hydra-index/extracted/.
         self.docs = reader_for(settings, self.store.dir)
@@ -72,8 +75,10 @@ class State:
 
     # -- consistency -----------------------------------------------------------------------
 
-    def load_state(self, full: bool) -> dict[str, FileEntry]:
-        """Read meta/files, decide whether to rebuild, repair after an interrupted run."""
+    def load_state(self, full: bool) -> dict[str, Light]:
+        """Read meta.yaml and files.db, decide whether to rebuild, repair after an interrupted
+        run. Returns every recorded file's `Light` entry; `self.files` holds whole entries only
+        when a repair needed them all."""
         store = self.store
         wanted = {t: (e.id, e.dims) for t, e in self.embedders.items()}
         reason = "--full" if full else ""
@@ -115,10 +120,15 @@ class State:
             self.report.contextualized_by = ctx_model
 
         store = self.store  # a new generation, if this is a rebuild
+        files: dict[str, FileEntry] | None = None
+        light: dict[str, Light] | None = None
         try:
-            # Parsed once per run: on a large tree files.json is most of a no-op run's reading.
-            read = None if reason else self._files_read
-            files = store.read_files() if read is None else read
+            if store.journal_path.exists():
+                files = store.read_files()  # the repair checks every entry
+            else:
+                # Read once per run: on a large tree it is most of a no-op run's reading.
+                read = None if reason else self._light_read
+                light = store.file_list.light() if read is None else read
         except IndexError_ as exc:
             files = self._files_from_tables()
             self.report.repaired.append(f"{exc}; rebuilt it from the tables")
@@ -132,8 +142,12 @@ class State:
                     f"{interrupted['files_done']} of {interrupted['files_total']} files, this run "
                     "indexes the rest")
                 store.journal_path.write_text("")  # said once
-            files = self._repair(files)
-        return files
+            files = self._repair(store.read_files() if files is None else files)
+        if files is not None:
+            self.files = files
+            light = {rel: light_of(e) for rel, e in files.items()}
+        assert light is not None
+        return light
 
     def _stage(self, reason: str) -> Store:
         """From here on, write a new generation beside the one in use (see hydra_rag.rebuild)."""
@@ -152,8 +166,8 @@ class State:
         if not full:
             try:
                 meta = self.store.read_meta()
-                files = self._files_read = self.store.read_files()
-                has_prose = any(e.kind == "prose" and e.chunks for e in files.values())
+                light = self._light_read = self.store.file_list.light()
+                has_prose = any(e.kind == "prose" and e.chunks for e in light.values())
             except HydraError:
                 pass  # load_state reports and repairs it
         lang = prose_language(self.language, meta, has_prose,
@@ -189,7 +203,7 @@ class State:
             with_context(ctx.cached(path, text) or "", with_context(section, text)))
 
     def _files_from_tables(self) -> dict[str, FileEntry]:
-        """Rebuild files.json from the rows: stat unknown, so every file is re-checked."""
+        """Rebuild files.db from the rows: stat unknown, so every file is re-checked."""
         files: dict[str, FileEntry] = {}
         for t in self.store.table_names():
             for r in self.store.scan(t, ["id", "path"]).to_pylist():
@@ -311,7 +325,7 @@ def prose_samples(root: Path, walked: WalkResult, reader: Any, want: int = 40,
 
 @dataclass
 class Diff:
-    """A walk against files.json: what an index run reads (`reread`, in walk order: the
+    """A walk against files.db: what an index run reads (`reread`, in walk order: the
     `added` and the `changed` files), what it forgets (`removed`), and what it only re-records
     (`touched`: a new size or mtime, the same content)."""
 
@@ -321,16 +335,16 @@ class Diff:
     removed: list[str] = field(default_factory=list)
     touched: list[Candidate] = field(default_factory=list)
     unchanged: int = 0  # not touched, not read (the touched ones aside)
-    skipped: Counter[str] = field(default_factory=Counter)  # the walk's and files.json's skips
+    skipped: Counter[str] = field(default_factory=Counter)  # the walk's and files.db's skips
 
     @property
     def current(self) -> bool:
         return not (self.reread or self.removed)
 
 
-def diff(root: Path, walked: WalkResult, files: dict[str, FileEntry],
+def diff(root: Path, walked: WalkResult, files: Mapping[str, FileEntry | Light],
          meta: dict[str, Any]) -> Diff:
-    """Compare a walk with files.json by (size, mtime); a file whose stat changed is hashed,
+    """Compare a walk with files.db by (size, mtime); a file whose stat changed is hashed,
     and is only `touched` if its content did not. Reads files, writes nothing."""
     d = Diff(skipped=Counter(walked.skipped))
     # Files of a document format indexed by another extractor version (or as plain text,
@@ -351,7 +365,7 @@ def diff(root: Path, walked: WalkResult, files: dict[str, FileEntry],
                 d.unchanged += 1
             continue
         if (e.digest and e.kind and not e.skip and not redo
-                and digest_of(root, cand.rel, e.doc is not None) == e.digest):
+                and digest_of(root, cand.rel, bool(e.doc)) == e.digest):
             # Touched, checked out again, copied over with the same bytes: re-recorded only.
             d.touched.append(cand)
             continue

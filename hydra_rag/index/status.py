@@ -1,8 +1,8 @@
 """Whether a folder's index is current, without changing anything: the walk diffed against
-files.json exactly as `index` diffs it (state.diff), and the rebuild `index` would start
-(state.rebuild_reason). No lock is taken and nothing is written; meta.yaml and files.json are
+files.db exactly as `index` diffs it (state.diff), and the rebuild `index` would start
+(state.rebuild_reason). No lock is taken and nothing is written; meta.yaml and files.db are
 replaced atomically by a run, so reading them beside one is safe. No LanceDB, no sidecar:
-the counts come from files.json."""
+the counts come from files.db."""
 
 from __future__ import annotations
 
@@ -157,7 +157,7 @@ def folder_status(path: Path, settings: Settings, include: list[str] | None = No
 
 
 def _read(store: Store) -> tuple[dict[str, Any], dict[str, FileEntry], str | None]:
-    """meta.yaml and files.json of the generation in use, and a problem reading them. A
+    """meta.yaml and files.db of the generation in use, and a problem reading them. A
     rebuild may switch generations between the two reads: then they are read again."""
     for _ in range(3):
         try:
@@ -207,7 +207,7 @@ def _rebuild(root: Path, store: Store, meta: dict[str, Any], recorded: dict[str,
 
 
 def _file_list(walked: WalkResult, recorded: dict[str, FileEntry], d: Diff) -> list[FileStatus]:
-    """Every file the walk met or files.json records, with its state, sorted by path."""
+    """Every file the walk met or files.db records, with its state, sorted by path."""
     from hydra_rag.index.run import DOCUMENT_SKIPS
 
     added, changed = set(d.added), set(d.changed)
