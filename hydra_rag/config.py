@@ -41,6 +41,10 @@ class Settings:
     # Memory a search process may use to hold small tables' vectors and rows (0: none); see
     # retrieve.Searcher for why.
     search_cache_mb: int = 128
+    # Where a new index puts its tables, when not in .hydra-index/: a URI LanceDB opens
+    # (s3://bucket/prefix; endpoint, region and keys from AWS_* variables). Read when an index
+    # is first made or rebuilt (`index --full`); an index keeps its tables where they are.
+    tables_uri: str = ""
     # The chat model (or bundle alias) `ask` and `chat` use when none is named.
     default_model: str = "smollm2-135m"
     context_model: str = "smollm2-135m"  # the chat model `index --contextualize` uses

@@ -315,7 +315,7 @@ class Searcher:
         try:
             lexical = (store.read_meta().get("lexical") or {}).get(t)
             self._analysis[key] = Analysis(str(lexical["language"])) if lexical else None
-            db = await lancedb.connect_async(str(store.lance_path))
+            db = await lancedb.connect_async(store.lance_uri)
             tbl = await db.open_table(t)
             names = (await tbl.schema()).names
         except Exception as exc:  # LanceDB raises several types for a damaged table

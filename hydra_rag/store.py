@@ -10,6 +10,7 @@ generation beside it and switches by replacing meta.yaml (see hydra_rag.rebuild)
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import time
@@ -21,7 +22,7 @@ from typing import Any
 import yaml
 
 from hydra_rag.chunk import CHUNKER_VERSION
-from hydra_rag.errors import IndexError_, yaml_problem
+from hydra_rag.errors import HydraError, IndexError_, yaml_problem
 from hydra_rag.filelist import FILES_DB, LEGACY_JSON, FileEntry, FileList
 from hydra_rag.locks import write_atomic
 from hydra_rag.paths import INDEX_DIR
@@ -47,7 +48,11 @@ NPROBES = 20
 REFINE_FACTOR = 10
 GEN_PREFIX = "gen-"
 # Generation 0's part of .hydra-index/.
-GEN0_ENTRIES = ("lance", FILES_DB, FILES_DB + "-journal", LEGACY_JSON, "journal", "documents.json")
+GEN0_ENTRIES = ("lance", FILES_DB, FILES_DB + "-journal", LEGACY_JSON, "journal", "documents.json",
+                "tables.uri")
+# In a generation's folder: the URI of its tables when they are not in its `lance/` folder
+# (the `tables_uri` setting, e.g. an s3:// bucket; see docs/SCALE.md "The smallest piece").
+TABLES_URI = "tables.uri"
 _META_EMBEDDER = b"hydra.embedder"
 _META_DIMS = b"hydra.dims"
 
@@ -117,6 +122,10 @@ class Store:
         else:
             paths = [self.generation_dir(generation)]
         freed = 0
+        elsewhere = Store(self.root, generation, staged=True)
+        if elsewhere.remote:  # its tables first: the local file is what names them
+            for name in elsewhere.table_names():
+                elsewhere.db.drop_table(name)
         for p in paths:
             if p.is_dir() and not p.is_symlink():
                 freed += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
@@ -141,6 +150,33 @@ class Store:
     def files_path(self) -> Path:
         """files.db (see hydra_rag.filelist); its mtime changes with every recorded batch."""
         return self.data_dir / FILES_DB
+
+    @property
+    def lance_uri(self) -> str:
+        """Where this generation's tables are: its `lance/` folder, or the URI its
+        `tables.uri` names."""
+        try:
+            uri = (self.data_dir / TABLES_URI).read_text(encoding="utf-8").strip()
+        except OSError:
+            uri = ""
+        return uri or str(self.lance_path)
+
+    @property
+    def remote(self) -> bool:
+        return (self.data_dir / TABLES_URI).is_file()
+
+    def place_tables(self, base: str) -> str:
+        """Put this generation's tables under `base` (a URI LanceDB opens, e.g. s3://bucket/x)
+        instead of its `lance/` folder: under a key of the folder's path and the generation,
+        so that folders and generations never share tables. Before any table exists."""
+        assert not self.table_names(), "a generation's tables stay where they were made"
+        key = hashlib.sha256(str(self.root).encode("utf-8")).hexdigest()[:16]
+        uri = f"{base.rstrip('/')}/{self.root.name or 'root'}-{key}/gen-{self.generation}"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.data_dir / TABLES_URI, uri + "\n")
+        self._db = None
+        self._tables.clear()
+        return uri
 
     @property
     def lance_path(self) -> Path:
@@ -224,10 +260,15 @@ class Store:
             import lancedb
 
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            self._db = lancedb.connect(str(self.lance_path))
+            # A remote store's endpoint, region and keys come from the environment
+            # (AWS_ENDPOINT, AWS_REGION, AWS_ACCESS_KEY_ID…), as LanceDB reads them.
+            self._db = lancedb.connect(self.lance_uri)
         return self._db
 
     def table_names(self) -> list[str]:
+        if self.remote:
+            listed = set(self.db.list_tables().tables)
+            return [t for t in TABLES if t in listed]
         lance = self.lance_path
         if not lance.is_dir():
             return []
@@ -319,6 +360,10 @@ class Store:
 
     def copy_table(self, source: Store, name: str) -> None:
         """Table `name` of another generation, copied as it is (rows, vectors, FTS index)."""
+        if self.remote or source.remote:
+            raise HydraError(
+                f"the index of {self.root} keeps its tables at {source.lance_uri}, where a new "
+                "full-text analysis cannot copy them yet; `hydra-rag index --full` rebuilds it")
         src = source.lance_path / f"{name}.lance"
         if src.is_dir():
             shutil.copytree(src, self.lance_path / f"{name}.lance")

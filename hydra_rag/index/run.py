@@ -147,6 +147,7 @@ class Run(State):
                                self.analysis)
         if stale:
             store = self._reanalyse(stale, self.meta.get("lexical") or {}, files)
+        self._place_tables(store)
         created = [t for t in TABLES if t not in store.table_names()]
         for t in created:
             a, emb = self.analysis[t], self.embedders[t]
@@ -203,6 +204,19 @@ class Run(State):
         if report.long_lines:
             report.notes.append(_long_lines_note(report.long_lines))
         self._refresh(set(TABLES) if self.resumed else touched)
+
+    def _place_tables(self, store: Store) -> None:
+        """A generation without tables puts them where `tables_uri` says; one with tables
+        keeps them where they are (and says so when the setting names another place)."""
+        base = self.settings.tables_uri
+        if store.table_names():
+            if base and not store.lance_uri.startswith(base.rstrip("/") + "/"):
+                self.report.notes.append(
+                    f"the tables stay at {store.lance_uri}: tables_uri ({base}) applies to a "
+                    "new index (`hydra-rag index --full` rebuilds this one there)")
+            return
+        if base and not store.remote:
+            store.place_tables(base)
 
     def _refresh(self, tables: set[str]) -> None:
         self.progress(Progress("finish", message="updating the full-text index"))
