@@ -127,7 +127,10 @@ class FileList:
             yield None
             return
         try:
-            with closing(sqlite3.connect(self.path, timeout=BUSY_S)) as con:
+            # Read-only: a reader must never create the file (a generation removed meanwhile
+            # would come back as an empty one).
+            uri = self.path.resolve().as_uri() + "?mode=ro"
+            with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_S)) as con:
                 # Empty until the first write commits its table: nothing recorded yet.
                 made = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'files'").fetchone()
                 yield con if made else None
@@ -136,8 +139,10 @@ class FileList:
         except sqlite3.DatabaseError as exc:
             raise IndexError_(f"{self.path} is corrupt: {exc}") from None
 
-    def exists(self) -> bool:
-        return self.path.is_file() or self.legacy.is_file()
+    def _made(self) -> bool:
+        """Whether files.db holds its table (a first write may have been interrupted)."""
+        with self._reading() as con:
+            return con is not None
 
     def read(self) -> dict[str, FileEntry]:
         """Every entry, by path; {} when there is none. Raises IndexError_ if it is corrupt."""
@@ -222,7 +227,11 @@ class FileList:
     # -- writing ---------------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
+        """A connection in a write transaction, the table made in it: an interrupted first
+        write leaves no empty table, which would read as an empty record (and hide a
+        files.json not yet moved)."""
         con = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
         con.execute(_SCHEMA)
         con.execute(f"PRAGMA user_version = {FORMAT}")
         return con
@@ -244,12 +253,12 @@ class FileList:
 
     def _replace(self, files: dict[str, FileEntry]) -> None:
         with closing(self._open()) as con:
-            con.execute("BEGIN IMMEDIATE")
             try:
                 con.execute("DELETE FROM files")
                 con.executemany(f"INSERT INTO files ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                                 (_row(rel, e) for rel, e in files.items()))
-                self._write_documents(con, force=any(e.doc is not None for e in files.values()))
+                self._write_documents(con, force=self.documents.exists() or any(
+                    e.doc is not None for e in files.values()))
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -261,7 +270,7 @@ class FileList:
         drop = list(drop)
         if not put and not drop:
             return
-        if not self.path.is_file() and self.legacy.is_file():
+        if self.legacy.is_file() and not self._made():
             current = self.read()  # the first write moves files.json into files.db
             for rel in drop:
                 current.pop(rel, None)
@@ -269,10 +278,8 @@ class FileList:
             return
         try:
             with closing(self._open()) as con:
-                con.execute("BEGIN IMMEDIATE")
                 try:
-                    had_docs = bool(drop) and con.execute(
-                        "SELECT 1 FROM files WHERE doc IS NOT NULL LIMIT 1").fetchone() is not None
+                    had_docs = self._had_documents(con, [*put, *drop])
                     con.executemany("DELETE FROM files WHERE rel = ?", ((r,) for r in drop))
                     con.executemany(
                         f"INSERT OR REPLACE INTO files ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -291,13 +298,25 @@ class FileList:
     def migrate(self) -> None:
         """Move an older index's files.json into files.db (a run that changed nothing would
         otherwise leave it, and read it whole every time)."""
-        if self.legacy.is_file() and not self.path.is_file():
+        if self.legacy.is_file() and not self._made():
             self.write(self._read_legacy())
+
+    @staticmethod
+    def _had_documents(con: sqlite3.Connection, rels: list[str]) -> bool:
+        """Whether any of these paths is recorded as a document now (before the change)."""
+        for i in range(0, len(rels), 500):
+            part = rels[i : i + 500]
+            if con.execute(f"SELECT 1 FROM files WHERE doc IS NOT NULL AND rel IN "
+                           f"({','.join('?' * len(part))}) LIMIT 1", part).fetchone():
+                return True
+        return False
 
     def _write_documents(self, con: sqlite3.Connection, force: bool) -> None:
         """documents.json from the transaction's view, written before it commits: a searcher
-        re-reads it when files.db changes, so it must never be older than files.db."""
-        if not force and not self.documents.exists():
+        re-reads it when files.db changes, so it must never be older than files.db. Only when
+        a document came, changed or left (`force`): rewriting it for every batch would cost a
+        folder of many documents what one files.json did."""
+        if not force:
             return
         docs = {rel: json.loads(doc) for rel, doc in con.execute(
             "SELECT rel, doc FROM files WHERE doc IS NOT NULL AND kind IS NOT NULL ORDER BY rel")}

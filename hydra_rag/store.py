@@ -10,8 +10,8 @@ generation beside it and switches by replacing meta.yaml (see hydra_rag.rebuild)
 
 from __future__ import annotations
 
-import hashlib
 import os
+import secrets
 import shutil
 import time
 from collections import Counter
@@ -30,7 +30,11 @@ from hydra_rag.paths import INDEX_DIR
 # 2: a `lex` column (the analysed text, see lexical.py) carries the full-text index; a
 # format-1 index is migrated in place (re-analysed, never re-embedded).
 # 3: a `section` column (the headings a chunk stands under, see chunk.py).
-FORMAT_VERSION = 3
+# 4: files.db (hydra_rag.filelist) instead of files.json; a format-3 index is migrated in place
+# (its files.json moved). The number changes so that an older hydra-rag still running (a
+# watch, say) rebuilds the index rather than take a missing files.json for an empty folder.
+FORMAT_VERSION = 4
+MIGRATED_FORMATS = (1, 3)
 TABLES = ("code", "prose")
 FTS_COLUMN = "lex"
 FTS_INDEX = "lex_idx"
@@ -163,14 +167,18 @@ class Store:
 
     @property
     def remote(self) -> bool:
-        return (self.data_dir / TABLES_URI).is_file()
+        return self.lance_uri != str(self.lance_path)
 
     def place_tables(self, base: str) -> str:
         """Put this generation's tables under `base` (a URI LanceDB opens, e.g. s3://bucket/x)
         instead of its `lance/` folder: under a key of the folder's path and the generation,
-        so that folders and generations never share tables. Before any table exists."""
+        so that folders and generations never share tables. Before any table exists. (A copy
+        of the folder, `.hydra-index/` with it, names the same tables: index the copy with
+        `--full`.)"""
         assert not self.table_names(), "a generation's tables stay where they were made"
-        key = hashlib.sha256(str(self.root).encode("utf-8")).hexdigest()[:16]
+        # A new name each time: an index deleted and made again, or a folder of the same path
+        # on another machine, never finds tables it did not make.
+        key = secrets.token_hex(8)
         uri = f"{base.rstrip('/')}/{self.root.name or 'root'}-{key}/gen-{self.generation}"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(self.data_dir / TABLES_URI, uri + "\n")
@@ -266,8 +274,11 @@ class Store:
         return self._db
 
     def table_names(self) -> list[str]:
-        if self.remote:
-            listed = set(self.db.list_tables().tables)
+        if self.remote:  # a request to the store
+            try:
+                listed = set(self.db.list_tables().tables)
+            except Exception as exc:  # LanceDB raises several types for a store it cannot reach
+                raise HydraError(f"cannot list the tables at {self.lance_uri}: {exc}") from None
             return [t for t in TABLES if t in listed]
         lance = self.lance_path
         if not lance.is_dir():

@@ -173,6 +173,18 @@ class _Layer:
 _NEVER = re.compile(r"(?!)")
 
 
+def _closed(pattern: str) -> bool:
+    """Every `[` opens a class that a `]` closes (git matches nothing with an unclosed one,
+    where fnmatch would read it as a plain character)."""
+    i = pattern.find("[")
+    while i >= 0:
+        end = pattern.find("]", i + 2)  # `[]...]`: a class may hold a `]` first
+        if end < 0:
+            return False
+        i = pattern.find("[", end + 1)
+    return True
+
+
 def _by_name(lines: list[str]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
     """A layer whose patterns are all plain name globs (`*.log`, `build/`, `.env*`: no slash
     but a trailing one, no negation, no escapes, no `**`) ignores a path iff its name matches
@@ -183,7 +195,7 @@ def _by_name(lines: list[str]) -> tuple[re.Pattern[str], re.Pattern[str]] | None
     for line in lines:
         p = line.strip()  # _add dropped blank lines and comments
         if (p != line or p.startswith("!") or "\\" in p or "**" in p or "[^" in p
-                or "/" in p.rstrip("/") or p == "/"):
+                or "/" in p.rstrip("/") or p == "/" or not _closed(p)):
             return None
         glob = translate(p.rstrip("/"))
         folders.append(glob)

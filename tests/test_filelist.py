@@ -104,3 +104,38 @@ def test_a_locked_database_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         other.execute("ROLLBACK")
         other.close()
     assert fl.read() == _some()  # not replaced, not emptied
+
+
+def test_an_interrupted_first_write_leaves_files_json_in_use(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fl = FileList(tmp_path)
+    many = {f"f{i}.py": FileEntry(i, i, "code", [f"c{i}"]) for i in range(300)}
+    fl.legacy.write_text(json.dumps({"version": 3, "files": {
+        rel: e.to_json() for rel, e in many.items()}}))
+    calls = 0
+    row = filelist._row
+
+    def interrupted(rel: str, e: FileEntry) -> tuple[object, ...]:
+        nonlocal calls
+        calls += 1
+        if calls == 200:
+            raise KeyboardInterrupt
+        return row(rel, e)
+
+    monkeypatch.setattr(filelist, "_row", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fl.migrate()
+    monkeypatch.setattr(filelist, "_row", row)
+    assert fl.legacy.is_file() and fl.read() == many  # not an empty record
+    fl.migrate()
+    assert not fl.legacy.exists() and fl.read() == many
+
+
+def test_documents_json_is_written_when_a_document_changes(tmp_path: Path) -> None:
+    fl = FileList(tmp_path)
+    fl.write(_some())
+    before = fl.documents.stat().st_mtime_ns
+    fl.update({"b.md": FileEntry(21, 3, "prose", ["c6"])})  # no document: not rewritten
+    assert fl.documents.stat().st_mtime_ns == before
+    fl.update({"r.pdf": FileEntry(31, 9, None, [], "encrypted")})  # a document became a skip
+    assert json.loads(fl.documents.read_text()) == {}

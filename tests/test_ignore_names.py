@@ -11,9 +11,9 @@ import pathspec
 from hydra_rag.walk import _by_name
 
 NAMES = ["build", "dist", "a.log", "b.log", "x.py", "README.md", ".env", ".env.local", "node",
-         "out1", "out2", "[x]", "a b", "data.json", "Build", "tmp~", "#x"]
+         "out1", "out2", "[x]", "a b", "data.json", "Build", "tmp~", "#x", "m.pyc", "m.py"]
 GLOBS = ["*.log", "build", "build/", "dist/", ".env*", "*.py", "out?", "out[12]", "*~",
-         "[!a]*.md", "*", "*/", "a b", "Build", "*.JSON", "[a-c].log", "node/"]
+         "[!a]*.md", "*", "*/", "a b", "Build", "*.JSON", "[a-c].log", "node/", "*.py[co]"]
 
 
 def test_name_globs_decide_as_pathspec() -> None:
@@ -36,5 +36,5 @@ def test_name_globs_decide_as_pathspec() -> None:
 
 def test_other_patterns_are_left_to_pathspec() -> None:
     for lines in (["!keep.log"], ["docs/*.md"], ["/build"], ["**/tmp"], ["\\#x"], [" x"],
-                  ["x "], ["a[^b]"]):
+                  ["x "], ["a[^b]"], ["[a"], ["a["], ["*.py[co"], ["[]"]):
         assert _by_name(lines) is None, lines

@@ -164,12 +164,15 @@ def test_an_index_with_files_json_is_read_then_moved_to_files_db(home: Path,
     index_folder(corpus, load_settings())
     idx = corpus / ".hydra-index"
     legacy = to_legacy(corpus)
+    meta = yaml.safe_load((idx / "meta.yaml").read_text())
+    (idx / "meta.yaml").write_text(yaml.safe_dump({**meta, "format_version": 3}))  # as it was
     assert (idx / "files.json").is_file() and not (idx / "files.db").exists()
     assert _search(corpus, "X-Api-Key")[0].path == "src/auth.py"
     again = index_folder(corpus, load_settings())
     assert (again.files_unchanged, again.files_indexed, again.chunks_embedded) == (5, 0, 0)
-    assert again.chunks_total == {"code": 2, "prose": 3}
+    assert again.chunks_total == {"code": 2, "prose": 3} and not again.rebuilt
     assert (idx / "files.db").is_file() and not (idx / "files.json").exists()
+    assert yaml.safe_load((idx / "meta.yaml").read_text())["format_version"] == 4
     assert recorded(corpus) == legacy
     # A file rewritten with the same bytes is re-recorded, not read.
     st = (corpus / "README.md").stat()
@@ -359,7 +362,7 @@ def test_an_index_from_before_sections_is_searched_then_rebuilt(home: Path, corp
     (old,) = [c for c in check_index(corpus) if c.status == "warn"]
     assert "chunker version 1" in old.detail and old.fix == f"hydra-rag index {corpus}"
     rep = index_folder(corpus, load_settings())
-    assert rep.rebuilt and "3" in rep.rebuild_reason and rep.files_indexed == 5
+    assert rep.rebuilt and "index format 2" in rep.rebuild_reason and rep.files_indexed == 5
     assert _search(corpus, "X-Api-Key")[0].path == "src/auth.py"
 
 

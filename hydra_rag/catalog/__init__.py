@@ -95,11 +95,12 @@ def load_catalog() -> Catalog:
         st = None
     if st is None or not stat.S_ISREG(st.st_mode):
         return _merge(_shipped(), Catalog({}, {}, {}))
-    return _merge(_shipped(), _parse_user(str(user), st.st_mtime_ns, st.st_size))
+    return _merge(_shipped(), _parse_user(str(user), st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+                                          st.st_size))
 
 
 @functools.lru_cache(maxsize=4)
-def _parse_user(path: str, mtime_ns: int, size: int) -> Catalog:
+def _parse_user(path: str, mtime_ns: int, ctime_ns: int, inode: int, size: int) -> Catalog:
     """The user's catalog, parsed again only when the file changed (a run asks for it often)."""
     return parse_catalog(Path(path).read_text(encoding="utf-8"), path)
 

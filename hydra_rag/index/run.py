@@ -143,7 +143,7 @@ class Run(State):
         report.files_unchanged += d.unchanged + len(d.touched)
         report.files_touched += len(d.touched)
 
-        stale = stale_analysis(self.meta, store.table_names(),  # a directory check: no LanceDB
+        stale = stale_analysis(self.meta, store.table_names(),  # local tables: no LanceDB
                                self.analysis)
         if stale:
             store = self._reanalyse(stale, self.meta.get("lexical") or {}, files)
@@ -230,6 +230,11 @@ class Run(State):
         vectors kept, in a new generation (the other table copied into it as it is), so that
         searches meanwhile read the old one whole and with the analysis it was made with."""
         live = self.store
+        if live.remote:
+            raise HydraError(
+                f"the full-text index of {self.root} must be analysed again, and its tables are at "
+                f"{live.lance_uri}, where that is not built yet: `hydra-rag index {self.root} "
+                "--full` rebuilds them")
         new = self._stage("the full-text index is re-analysed")
         for t in TABLES:
             a = self.analysis[t]

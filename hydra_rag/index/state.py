@@ -23,7 +23,7 @@ from hydra_rag.filelist import Light, light_of
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
 from hydra_rag.index.source import digest_of, read_source, reader_for
 from hydra_rag.lexical import Analysis, detect_language, parse_language
-from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store, new_meta
+from hydra_rag.store import FORMAT_VERSION, MIGRATED_FORMATS, TABLES, FileEntry, Store, new_meta
 from hydra_rag.walk import OVERRIDABLE, Candidate, WalkResult, read_indexable
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ def context_model(meta: dict[str, Any], settings: Settings, contextualize: bool 
 def rebuild_reason(meta: dict[str, Any], wanted: dict[str, tuple[str, int]], ctx_model: str) -> str:
     """Why the index that `meta` describes must be rebuilt to hold vectors of the `wanted`
     (embedder id, dims) per table, contextualized by `ctx_model` ("" when it need not be)."""
-    if meta.get("format_version") not in (1, FORMAT_VERSION):  # 1 is migrated
+    if meta.get("format_version") not in (*MIGRATED_FORMATS, FORMAT_VERSION):
         return f"index format {meta.get('format_version')} → {FORMAT_VERSION}"
     if meta.get("chunker_version") != CHUNKER_VERSION:
         return f"chunker version {meta.get('chunker_version')} → {CHUNKER_VERSION}"
