@@ -354,6 +354,9 @@ class Run(State):
         rels = [p.cand.rel for p in batch]
         store.update_files({r: files[r] for r in rels if r in files},
                            [r for r in rels if r not in files])
+        for r in rels:  # recorded: the run needs their entries no more (memory stays bounded)
+            files.pop(r, None)
+            start_files.pop(r, None)
         return touched
 
     def _contextualize(self, t: str, prepared: list[Prepared], fits: Callable[[str], bool],
