@@ -54,7 +54,10 @@ class Tokenizer:
 
         quiet_llama()
         with _LOAD:
-            self._llm = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
+            # A small context: llama-cpp-python sizes a logits array by n_batch × vocabulary
+            # even when it only tokenizes (512 × 250,002 floats for multilingual-e5).
+            self._llm = llama_cpp.Llama(model_path, vocab_only=True, n_ctx=16, n_batch=16,
+                                        verbose=False)
         # llama.cpp's Unigram tokenizer reads a newline or a tab as an unknown token, where
         # SentencePiece's own normaliser makes every whitespace run one space.
         self.unigram = self._llm.metadata.get("tokenizer.ggml.model") == "t5"
