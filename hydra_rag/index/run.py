@@ -352,11 +352,11 @@ class Run(State):
             report.files_indexed += 1
         # This batch's files alone (a skipped file may have left the record).
         rels = [p.cand.rel for p in batch]
-        store.update_files({r: files[r] for r in rels if r in files},
-                           [r for r in rels if r not in files])
-        for r in rels:  # recorded: the run needs their entries no more (memory stays bounded)
-            files.pop(r, None)
-            start_files.pop(r, None)
+        store.update_files({rel: files[rel] for rel in rels if rel in files},
+                           [rel for rel in rels if rel not in files])
+        for rel in rels:  # recorded: the run needs their entries no more (memory stays bounded)
+            files.pop(rel, None)
+            start_files.pop(rel, None)
         return touched
 
     def _contextualize(self, t: str, prepared: list[Prepared], fits: Callable[[str], bool],
