@@ -97,6 +97,14 @@ def light_of(e: FileEntry) -> Light:
     return Light(e.size, e.mtime_ns, e.kind, e.skip, e.digest, e.doc is not None, len(e.chunks))
 
 
+def _parts(rels: list[str]) -> Iterator[tuple[list[str], str]]:
+    """`rels` in parts of at most 500, each with its `?,?,…` (SQLite's limit of parameters per
+    statement is 999 in older builds)."""
+    for i in range(0, len(rels), 500):
+        part = rels[i : i + 500]
+        yield part, ",".join("?" * len(part))
+
+
 def _row(rel: str, e: FileEntry) -> tuple[Any, ...]:
     return (rel, e.size, e.mtime_ns, e.kind, " ".join(e.chunks), len(e.chunks), e.skip,
             None if e.doc is None else json.dumps(e.doc, ensure_ascii=False), e.digest, e.error)
@@ -176,9 +184,7 @@ class FileList:
                 legacy = self._read_legacy()
                 return {r: legacy[r] for r in rels if r in legacy}
             out: dict[str, FileEntry] = {}
-            for i in range(0, len(rels), 500):
-                part = rels[i : i + 500]
-                marks = ",".join("?" * len(part))
+            for part, marks in _parts(rels):
                 for r in con.execute(f"SELECT {_COLUMNS} FROM files WHERE rel IN ({marks})", part):
                     out[r[0]] = _entry(r)
             return out
@@ -304,12 +310,8 @@ class FileList:
     @staticmethod
     def _had_documents(con: sqlite3.Connection, rels: list[str]) -> bool:
         """Whether any of these paths is recorded as a document now (before the change)."""
-        for i in range(0, len(rels), 500):
-            part = rels[i : i + 500]
-            if con.execute(f"SELECT 1 FROM files WHERE doc IS NOT NULL AND rel IN "
-                           f"({','.join('?' * len(part))}) LIMIT 1", part).fetchone():
-                return True
-        return False
+        return any(con.execute(f"SELECT 1 FROM files WHERE doc IS NOT NULL AND rel IN ({marks}) "
+                               "LIMIT 1", part).fetchone() for part, marks in _parts(rels))
 
     def _write_documents(self, con: sqlite3.Connection, force: bool) -> None:
         """documents.json from the transaction's view, written before it commits: a searcher

@@ -171,8 +171,8 @@ class Store:
 
     def place_tables(self, base: str) -> str:
         """Put this generation's tables under `base` (a URI LanceDB opens, e.g. s3://bucket/x)
-        instead of its `lance/` folder: under a key of the folder's path and the generation,
-        so that folders and generations never share tables. Before any table exists. (A copy
+        instead of its `lance/` folder: under a new random key and the generation, so that
+        folders and generations never share tables. Before any table exists. (A copy
         of the folder, `.hydra-index/` with it, names the same tables: index the copy with
         `--full`.)"""
         assert not self.table_names(), "a generation's tables stay where they were made"
@@ -189,10 +189,6 @@ class Store:
     @property
     def lance_path(self) -> Path:
         return self.data_dir / "lance"
-
-    @property
-    def documents_path(self) -> Path:
-        return self.data_dir / "documents.json"
 
     @property
     def journal_path(self) -> Path:

@@ -242,11 +242,12 @@ def _rel_to(path_rel: str, base: str) -> str | None:
     return None
 
 
-def _verdict(layers: list[_Layer], rel: str, is_dir: bool) -> tuple[bool, str]:
-    """Git semantics: the deepest layer that has an opinion wins (negation included)."""
+def _verdict(layers: list[_Layer], rel: str, name: str, is_dir: bool) -> tuple[bool, str]:
+    """Git semantics: the deepest layer that has an opinion wins (negation included). `name`
+    is the last part of `rel`."""
     for layer in reversed(layers):
         if layer.names is not None:  # a layer of name globs applies at any depth below it
-            if layer.names[is_dir].match(rel.rsplit("/", 1)[-1]):
+            if layer.names[is_dir].match(name):
                 return True, layer.reason
             continue
         sub = f"{layer.outer}/{rel}" if layer.outer else _rel_to(rel, layer.base)
@@ -370,7 +371,7 @@ class Walker:
                     return reason
         if self.exclude is not None and self.exclude.match_file(rel + "/" if is_dir else rel):
             return "excluded"
-        ignored, why = _verdict(layers, rel, is_dir)
+        ignored, why = _verdict(layers, rel, name, is_dir)
         return why if ignored else ""
 
     def walk(self) -> WalkResult:

@@ -41,7 +41,7 @@ class Run(State):
     # Asked after each stored batch: True ends the run there, whole (what is left of the
     # changed files is the next run's); `watch` stops this way.
     stop_requested: Callable[[], bool] | None = None
-    _kinds_before: set[str | None] = set()  # the tables that had chunks when the run began
+    _kinds_before: set[str | None]  # the tables that had chunks when the run began (run())
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -62,9 +62,8 @@ class Run(State):
         walked = walker(self.root, include, exclude, self.settings).walk()
         self.report.dirs = walked.dirs
         self.choose_language(walked, full)
-        light = self.load_state(full)
         self.choose_analysis()
-        self.run(walked, light)
+        self.run(walked, self.load_state(full))  # its light record is dropped past the diff
         store = self.store
         store.journal_path.unlink(missing_ok=True)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -137,7 +136,7 @@ class Run(State):
         files.update(store.file_list.entries(wanted) if wanted else {})
         start_files = dict(files)
         self._kinds_before = {e.kind for e in light.values() if e.chunks}
-        del light  # not needed past the diff
+        del light  # its only holder: not needed past the diff (index() passed it on)
         for cand in d.touched:
             files[cand.rel] = replace(files[cand.rel], size=cand.size, mtime_ns=cand.mtime_ns)
         report.files_unchanged += d.unchanged + len(d.touched)

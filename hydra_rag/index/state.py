@@ -122,12 +122,14 @@ class State:
         store = self.store  # a new generation, if this is a rebuild
         files: dict[str, FileEntry] | None = None
         light: dict[str, Light] | None = None
+        # What choose_language read: the caller holds it from here as long as it needs it.
+        read_before, self._light_read = self._light_read, None
         try:
             if store.journal_path.exists():
                 files = store.read_files()  # the repair checks every entry
             else:
                 # Read once per run: on a large tree it is most of a no-op run's reading.
-                read = None if reason else self._light_read
+                read = None if reason else read_before
                 light = store.file_list.light() if read is None else read
         except IndexError_ as exc:
             files = self._files_from_tables()
