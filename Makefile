@@ -33,18 +33,18 @@ lint: install
 	$(BIN)/ruff check hydra_rag tests bench
 	$(BIN)/mypy hydra_rag
 
-# tests/test_web.py drives Debian's chromium through Playwright (a dev extra) and needs no
+# tests/serve/test_web.py drives Debian's chromium through Playwright (a dev extra) and needs no
 # browser download of Playwright's own. Installed here when missing, which takes root; without
 # root or apt the test says how to get it and skips, except on CI (CI=true), where it fails.
 browser:
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian's chromium for tests/test_web.py"; \
+	    echo "installing Debian's chromium for tests/serve/test_web.py"; \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
 	      >/tmp/hydra-rag-chromium.log 2>&1 \
 	      || { tail -20 /tmp/hydra-rag-chromium.log; exit 1; }; \
 	  else \
-	    echo "no /usr/bin/chromium: tests/test_web.py skips (install Debian's chromium as root)"; \
+	    echo "no /usr/bin/chromium: tests/serve/test_web.py skips (install Debian's chromium as root)"; \
 	  fi; \
 	fi
 

@@ -38,9 +38,10 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "hydra_rag", *cmd], check=True,
                        capture_output=True)
 
+    from hydra_rag.answer.chat import Chat
     from hydra_rag.catalog import get_model
-    from hydra_rag.chat import Chat, stream_chat
     from hydra_rag.config import load_settings
+    from hydra_rag.models.chat import stream_chat
 
     params = {"max_tokens": args.max_tokens, "temperature": 0.0}
     chat = Chat(get_model(args.model), [args.folder.resolve()], load_settings(), new=True,

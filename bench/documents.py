@@ -333,9 +333,9 @@ def body_line(text: str) -> str:
 
 def evaluate(lay: Layout, mapper: Mapper, queries: list[dict[str, str]],
              qrels: dict[str, dict[str, float]]) -> dict[str, float]:
+    from hydra_rag.checks.metrics import distinct, ndcg_at
     from hydra_rag.config import load_settings
-    from hydra_rag.metrics import distinct, ndcg_at
-    from hydra_rag.retrieve import Searcher
+    from hydra_rag.search.retrieve import Searcher
 
     searcher = Searcher(lay.folder, load_settings())
     sect, text, times = [], [], []

@@ -1,4 +1,4 @@
-"""An embedder on several servers (`urls:`, hydra_rag/pool.py): throughput with 1, 2 and 3 local
+"""An embedder on several servers (`urls:`, hydra_rag/models/pool.py): throughput with 1, 2 and 3 local
 sidecars of the default embedder against one sidecar through the plain client (no pool), and a
 run that loses one of three servers a third of the way in.
 
@@ -37,7 +37,7 @@ def free_port() -> int:
 def start(model: Path, threads: int) -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hydra_rag.sidecar_server", "--model", str(model), "--alias",
+        [sys.executable, "-m", "hydra_rag.models.sidecar_server", "--model", str(model), "--alias",
          "pool", "--role", "embed", "--port", str(port), "--idle", "0", "--threads",
          str(threads), "--n-ctx", "512", "--n-batch", "512"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -54,7 +54,7 @@ def start(model: Path, threads: int) -> tuple[str, subprocess.Popen[bytes]]:
 
 
 def texts(n: int, fits: object) -> list[str]:
-    from hydra_rag.chunk import chunk_text, markup_of
+    from hydra_rag.read.chunk import chunk_text, markup_of
 
     out: list[str] = []
     for path in sorted([*REPO.glob("hydra_rag/**/*.py"), *REPO.glob("*.md")]):
@@ -74,7 +74,7 @@ def main() -> None:
 
     from hydra_rag.catalog import get_embedder
     from hydra_rag.config import load_settings
-    from hydra_rag.embed import EmbedClient, Tokenizer
+    from hydra_rag.models.embed import EmbedClient, Tokenizer
 
     emb = get_embedder("minilm-l6")
     model = emb.model_path()

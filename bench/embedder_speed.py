@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 def texts_of(name: str, n: int) -> list[str]:
     import retrieval_quality as rq
 
-    from hydra_rag.chunk import chunk_text, markup_of
+    from hydra_rag.read.chunk import chunk_text, markup_of
 
     path = rq.SETS[name][0] / "corpus.jsonl"
     if name.startswith("man-") and not path.exists():
@@ -50,7 +50,7 @@ def main() -> None:
     import llama_cpp
 
     from hydra_rag.catalog import get_embedder
-    from hydra_rag.embed import quiet_llama
+    from hydra_rag.models.embed import quiet_llama
 
     quiet_llama()
     texts = texts_of(args.set, args.texts)

@@ -107,8 +107,8 @@ def main() -> None:
     from index_throughput import fetch_sdist
 
     from hydra_rag.config import load_settings
-    from hydra_rag.retrieve import Searcher
-    from hydra_rag.store import Store
+    from hydra_rag.search.retrieve import Searcher
+    from hydra_rag.store.index_dir import Store
 
     subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

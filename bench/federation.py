@@ -77,12 +77,12 @@ def main() -> None:
                        capture_output=True)
 
     from hydra_rag.config import load_settings
-    from hydra_rag.retrieve import Searcher
+    from hydra_rag.search.retrieve import Searcher
 
     settings = load_settings()
     one = Searcher(single, settings)
     many = Searcher(parts, settings, skip_broken=True)
-    from hydra_rag.metrics import ndcg_at
+    from hydra_rag.checks.metrics import ndcg_at
 
     queries = [q["text"] for q in items]
     one.search(queries[0], 10)  # warm: sidecar up, tables opened

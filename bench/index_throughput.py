@@ -53,9 +53,9 @@ def fetch_sdist(spec: str) -> Path:
 
 def pipeline_chunks(root: Path, model: Path) -> list[str]:
     """The exact chunk texts `index` embeds: same walk, read, classify and chunker."""
-    from hydra_rag.chunk import chunk_text
-    from hydra_rag.embed import Tokenizer
-    from hydra_rag.walk import Walker, read_text
+    from hydra_rag.models.embed import Tokenizer
+    from hydra_rag.read.chunk import chunk_text
+    from hydra_rag.read.walk import Walker, read_text
 
     tok = Tokenizer(str(model))
     texts = []
@@ -70,7 +70,7 @@ def raw_llama(model: Path, texts: list[str]) -> tuple[float, int]:
     """Seconds and tokens for in-process llama.cpp at its best CPU settings."""
     import llama_cpp
 
-    from hydra_rag.embed import quiet_llama
+    from hydra_rag.models.embed import quiet_llama
 
     quiet_llama()
     llm = llama_cpp.Llama(str(model), embedding=True, n_ctx=512, n_batch=512, n_ubatch=512,
@@ -132,7 +132,7 @@ def main() -> None:
     sh(sys.executable, "-m", "hydra_rag", "sidecars", "stop", "--all")
     t0 = time.perf_counter()
     sh(sys.executable, "-c", "from hydra_rag.catalog import get_embedder;"
-       "from hydra_rag.config import load_settings;from hydra_rag.embed import connect;"
+       "from hydra_rag.config import load_settings;from hydra_rag.models.embed import connect;"
        "connect(get_embedder('minilm-l6'), load_settings())")
     print(f"sidecar cold start: {time.perf_counter() - t0:.2f}s")
     wall, summary, rss = run_index(root, "--full")

@@ -33,8 +33,8 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
     from hydra_rag.config import load_settings
-    from hydra_rag.retrieve import Searcher
-    from hydra_rag.store import Store
+    from hydra_rag.search.retrieve import Searcher
+    from hydra_rag.store.index_dir import Store
 
     root = Path(args.folder)
     rng = random.Random(5)

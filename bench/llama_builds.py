@@ -53,7 +53,7 @@ def ensure_build(name: str, args: list[str], req: str) -> Path:
 
 
 def texts(n: int) -> list[str]:
-    from hydra_rag.chunk import chunk_text, markup_of
+    from hydra_rag.read.chunk import chunk_text, markup_of
 
     corpus = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
     out: list[str] = []

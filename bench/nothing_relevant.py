@@ -7,7 +7,7 @@ the ones it has?
 For each folder of bench/retrieval_quality.py (indexed there with the defaults), on-topic
 questions are its own set's queries and off-topic ones are the other set's queries plus
 OFF_TOPIC, general questions no such folder answers. A question is answered when one of its
-first 5 hits is not weak (hydra_rag.evidence.weak); the chat answers from those only. Prints,
+first 5 hits is not weak (hydra_rag.search.evidence.weak); the chat answers from those only. Prints,
 for a range of cosine thresholds (`min_similarity`) and for the embedder's own, the share of
 on-topic questions answered and of off-topic ones refused, and the same for the rule before
 (any BM25 match, or cosine >= 0.2). `--embedder ID` indexes a copy of each folder with that
@@ -63,9 +63,9 @@ def main() -> None:
 
     from hydra_rag.catalog import get_embedder
     from hydra_rag.config import load_settings
-    from hydra_rag.evidence import MIN_COVERAGE, weak
-    from hydra_rag.retrieve import Searcher
-    from hydra_rag.store import Store
+    from hydra_rag.search.evidence import MIN_COVERAGE, weak
+    from hydra_rag.search.retrieve import Searcher
+    from hydra_rag.store.index_dir import Store
 
     names = args.sets.split(",")
     loaded = {n: rq.load(n, args.queries) for n in names}

@@ -148,9 +148,9 @@ def index(folder: Path, *flags: str) -> dict[str, object]:
 def evaluate(folder: Path, locate: Locate, queries: list[dict[str, str]],
              qrels: dict[str, dict[str, float]],
              methods: tuple[str, ...], fusion: str, rerank_top: int = 0) -> dict[str, float]:
+    from hydra_rag.checks.metrics import distinct, ndcg_at, recall_at, reciprocal_rank
     from hydra_rag.config import load_settings
-    from hydra_rag.metrics import distinct, ndcg_at, recall_at, reciprocal_rank
-    from hydra_rag.retrieve import Searcher
+    from hydra_rag.search.retrieve import Searcher
 
     settings = replace(load_settings(), fusion=fusion.removesuffix("-noliteral"),
                        literal=not fusion.endswith("-noliteral"), rerank=bool(rerank_top),

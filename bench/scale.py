@@ -5,10 +5,10 @@ of which type and parameters, and when to rebuild it.
     python bench/scale.py [--rows 20000 100000 1000000] [--queries 200] [--full-up-to 200000]
                           [--budget 20] [--library] [--keep] [--json]
 
-Rows: the schema of `hydra_rag.store.Store.schema` (id, path, kind, lines, hash, text, section,
+Rows: the schema of `hydra_rag.store.index_dir.Store.schema` (id, path, kind, lines, hash, text, section,
 lex, vector fixed_size_list<float32>[384]). Their vectors are *synthetic from real ones*: the
 5,183 SciFact abstracts (../shared/data/scifact, "# title" + text, one chunk each) embedded once
-with hydra's default embedder (minilm-l6, through `hydra_rag.embed.connect`), then each row takes
+with hydra's default embedder (minilm-l6, through `hydra_rag.models.embed.connect`), then each row takes
 a random abstract's vector plus gaussian noise (σ per dimension = NOISE / √384, so the noise has
 norm NOISE) and is re-normalised; its text and `lex` (lexical.Analysis("en")) are the abstract's.
 Queries: the first --queries SciFact claims, embedded with the same embedder (real query vectors).
@@ -109,7 +109,7 @@ class Base:
 
 def load_base(n_queries: int) -> Base:
     """SciFact abstracts and claims, embedded once with minilm-l6 (cached in WORK)."""
-    from hydra_rag.lexical import Analysis
+    from hydra_rag.store.lexical import Analysis
 
     docs = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open(encoding="utf-8")]
     texts = [f"# {d['title']}\n\n{d['text']}" for d in docs]
@@ -123,7 +123,7 @@ def load_base(n_queries: int) -> Base:
         os.environ.setdefault("HYDRA_RAG_HOME", str(ROOT / ".test-home"))
         from hydra_rag.catalog import get_embedder
         from hydra_rag.config import load_settings
-        from hydra_rag.embed import connect
+        from hydra_rag.models.embed import connect
 
         client = connect(get_embedder("minilm-l6"), load_settings())
         t0 = time.perf_counter()
@@ -156,7 +156,7 @@ class Rows:
     def batch(self, n: int) -> Any:
         import pyarrow as pa
 
-        from hydra_rag.store import Store
+        from hydra_rag.store.index_dir import Store
 
         start = self.count
         rng = np.random.default_rng(start)
@@ -284,7 +284,7 @@ class Bench:
 
     async def fts(self, n_rows: int, atbl: Any, build_s: float | None, index_mb: float | None,
                   limit: int, note: str = "") -> Result:
-        from hydra_rag.lexical import Analysis
+        from hydra_rag.store.lexical import Analysis
 
         analysis = Analysis("en")
         texts = [analysis.query(t) for t in self.base.queries]
@@ -357,8 +357,8 @@ def index_plan(n: int, full: bool) -> list[tuple[str, dict[str, Any], list[dict[
 async def one_size(bench: Bench, n: int) -> None:
     import lancedb
 
-    from hydra_rag.lexical import Analysis
-    from hydra_rag.store import Store
+    from hydra_rag.store.index_dir import Store
+    from hydra_rag.store.lexical import Analysis
 
     args = bench.args
     full = n <= args.full_up_to

@@ -148,11 +148,11 @@ def main() -> None:
     from index_throughput import fetch_sdist
 
     from hydra_rag import api
-    from hydra_rag.chat import stream_chat
     from hydra_rag.config import load_settings
-    from hydra_rag.retrieve import Searcher
+    from hydra_rag.models.chat import stream_chat
+    from hydra_rag.search.retrieve import Searcher
     from hydra_rag.serve.scope import Scope
-    from hydra_rag.store import Store
+    from hydra_rag.store.index_dir import Store
 
     root = fetch_sdist(args.project)
     for cmd in (["rag", "setup"], ["models", "pull", args.model], ["index", str(root)]):

@@ -224,7 +224,7 @@ def found(searcher: Any, token: str, rel: str, timeout: float = 120) -> tuple[fl
 
 def bench_edits(args: argparse.Namespace, emit: Callable[..., None]) -> None:
     from hydra_rag.config import load_settings
-    from hydra_rag.retrieve import Searcher
+    from hydra_rag.search.retrieve import Searcher
 
     corpus = fetch_sdist(args.sdist)
     base = prepared("flask", lambda dst: shutil.copytree(

@@ -26,8 +26,8 @@ def folders(paths: list[Path] | None, all_: bool = False,
     """The indexed folders a command works on, and whether it is federated (several folders,
     a broken one skipped rather than fatal): the registered ones (`all_`, `tags`), else each
     path's nearest index, else the nearest index at or above the working folder."""
-    from hydra_rag import registry
-    from hydra_rag.retrieve import find_index_root
+    from hydra_rag.search.retrieve import find_index_root
+    from hydra_rag.store import registry
 
     if all_ or tags:
         if paths:
@@ -39,8 +39,8 @@ def folders(paths: list[Path] | None, all_: bool = False,
 
 def bundle_roots(bundle: Any, warn: Warn = _ignore) -> list[Path] | None:
     """The folders a bundle retrieves from; None when it names none."""
-    from hydra_rag import registry
-    from hydra_rag.retrieve import find_index_root
+    from hydra_rag.search.retrieve import find_index_root
+    from hydra_rag.store import registry
 
     roots: list[Path] = [find_index_root(Path(p)) for p in bundle.rag_index]
     if bundle.rag_all or bundle.rag_tags:
@@ -75,11 +75,11 @@ def open_chat(model: str | None = None, rag: list[Path] | None = None, no_rag: b
     bundle > model defaults. Folders: `rag_all`/`rag_tag`, else `rag`, else the bundle's, else
     the nearest index (a bundle without a corpus and without a nearby index chats without
     retrieval). A bundle's chats are saved under the bundle's name, not its base model's."""
-    from hydra_rag import sessions
+    from hydra_rag.answer import sessions
+    from hydra_rag.answer.chat import Chat
     from hydra_rag.catalog import get_model, load_bundles
-    from hydra_rag.chat import Chat
     from hydra_rag.config import load_settings
-    from hydra_rag.retrieve import find_index_root
+    from hydra_rag.search.retrieve import find_index_root
 
     if system and system_file:
         raise UsageError("--system and --system-file exclude each other")
@@ -136,8 +136,8 @@ def create_bundle(base: str, persona_file: Path, alias: str | None = None,
                   warn: Warn = _ignore) -> str:
     """Freeze model + persona + parameters + corpus under one alias in the user catalog;
     returns the alias."""
+    from hydra_rag.answer.persona import parse_persona
     from hydra_rag.catalog import add_user_entry, get_model, load_catalog
-    from hydra_rag.persona import parse_persona
 
     get_model(base)
     try:
@@ -181,8 +181,8 @@ def create_bundle(base: str, persona_file: Path, alias: str | None = None,
 def store_rows() -> list[dict[str, Any]]:
     """Every registered folder: its tags, chunks per table, embedders, when it was last
     indexed, and the problem that keeps it from being searched ("" when none), one line."""
-    from hydra_rag import registry
-    from hydra_rag.store import Store
+    from hydra_rag.store import registry
+    from hydra_rag.store.index_dir import Store
 
     rows = []
     for path, entry in registry.stores().items():
@@ -207,7 +207,7 @@ def store_rows() -> list[dict[str, Any]]:
 
 def hit_json(rank: int, h: Any, query: str, names: dict[str, str]) -> dict[str, Any]:
     """One hit as `search --json`, `/api/search` and the MCP `search` tool all show it."""
-    from hydra_rag.evidence import matching_lines, weak
+    from hydra_rag.search.evidence import matching_lines, weak
 
     return {"rank": rank, "path": h.path, "store": h.store, "store_name": names.get(h.store, ""),
             "kind": h.kind, "line_start": h.line_start, "line_end": h.line_end,

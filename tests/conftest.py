@@ -133,7 +133,7 @@ def copytree(src: Path, dst: Path) -> Path:
 def recorded(root: Path) -> dict[str, dict[str, Any]]:
     """What the index of `root` records of each file (its files.db), as files.json held it:
     path → {"size", "mtime_ns", "kind", "chunks", and "skip", "doc", "digest", "error" if set}."""
-    from hydra_rag.store import Store
+    from hydra_rag.store.index_dir import Store
 
     return {rel: e.to_json() for rel, e in Store(root).read_files().items()}
 
@@ -141,7 +141,7 @@ def recorded(root: Path) -> dict[str, dict[str, Any]]:
 def to_legacy(root: Path, without: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
     """Make the index of `root` one from before files.db: its entries (less the fields
     `without`) written to files.json as that version wrote it, files.db removed. Returns them."""
-    from hydra_rag.store import Store
+    from hydra_rag.store.index_dir import Store
 
     store = Store(root)
     files = {rel: {k: v for k, v in e.items() if k not in without}

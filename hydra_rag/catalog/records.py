@@ -68,7 +68,7 @@ class Embedder(_ModelFile):
     path: str | None = None
     url: str | None = None
     # Several servers of this same model (`urls:` in the catalog): batches are spread over
-    # them (hydra_rag.pool); `url` is the first.
+    # them (hydra_rag.models.pool); `url` is the first.
     urls: tuple[str, ...] = ()
     api_key_env: str | None = None  # the variable holding `url`'s bearer token (never the key)
     name: str = ""

@@ -59,7 +59,7 @@ def chat(
     rerank_top: RERANK_TOP = None,
 ) -> None:
     """Chat with retrieval on every turn; answers cite \\[n] sources, checked in code."""
-    from hydra_rag.repl import Repl
+    from hydra_rag.answer.repl import Repl
 
     c = api.open_chat(model, rag, no_rag, top_k, session, new, system, system_file,
                       temperature, max_tokens, rag_all=rag_all, rag_tag=rag_tag, rerank=rerank,
@@ -97,7 +97,7 @@ def ask(
     rerank_top: RERANK_TOP = None,
 ) -> None:
     """One question, one answer (with sources and the citation check)."""
-    from hydra_rag.repl import render_checks, render_sources
+    from hydra_rag.answer.repl import render_checks, render_sources
 
     if len(words) > 2:
         raise typer.BadParameter("give the question as one argument (in quotes), after the "

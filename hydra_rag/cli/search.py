@@ -28,7 +28,7 @@ def _show(i: int, h: Any, query: str, label: str, explain: bool) -> None:
     from rich.text import Text
 
     from hydra_rag.documents import locate
-    from hydra_rag.evidence import matching_lines, weak
+    from hydra_rag.search.evidence import matching_lines, weak
 
     score = f"{h.score:.4f}" if h.rerank is None else f"reranker {h.rerank:.2f}"
     head = Text(f"{i:2}. {locate(label, h.line_start, h.line_end, h.page_unit, h.page_start, h.page_end)}",
@@ -80,7 +80,7 @@ def search(
 ) -> None:
     """Retrieval only: vector + BM25 on code and prose, fused (see --explain)."""
     from hydra_rag.config import load_settings
-    from hydra_rag.retrieve import Searcher
+    from hydra_rag.search.retrieve import Searcher
 
     if code_only and prose_only:
         raise typer.BadParameter("--code-only and --prose-only exclude each other")
@@ -158,9 +158,9 @@ def eval_(
     rerank_top: RERANK_TOP = None,
 ) -> None:
     """Measure retrieval on your own questions and diagnose the bad ones."""
+    from hydra_rag.checks.evaluate import Evaluator, load_questions, summarize
     from hydra_rag.config import load_settings
-    from hydra_rag.evaluate import Evaluator, load_questions, summarize
-    from hydra_rag.retrieve import Searcher
+    from hydra_rag.search.retrieve import Searcher
 
     items = load_questions(questions)
     roots, _ = api.folders(path, False, None)
@@ -217,7 +217,7 @@ def get(
     """Print lines of an indexed file, to read around a search hit. A document (PDF, Word,
     EPUB…) is shown as the text that was indexed."""
     from hydra_rag.documents import locate
-    from hydra_rag.excerpt import parse_spec, read_excerpt
+    from hydra_rag.search.excerpt import parse_spec, read_excerpt
 
     target, start, end = parse_spec(spec)
     ex = read_excerpt(target, start, end, page=page)  # lines and a page together: UsageError

@@ -40,7 +40,7 @@ def stores_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
 def stores_tag(path: Annotated[Path, typer.Argument(help="Registered folder.")],
                tags: Annotated[list[str], typer.Argument(help="Tags to add.")]) -> None:
     """Add tags to a registered folder."""
-    from hydra_rag import registry
+    from hydra_rag.store import registry
 
     out.print(f"{path}: {', '.join(registry.tag(path, tags)) or '(no tags)'}",
               markup=False, highlight=False)
@@ -50,7 +50,7 @@ def stores_tag(path: Annotated[Path, typer.Argument(help="Registered folder.")],
 def stores_untag(path: Annotated[Path, typer.Argument(help="Registered folder.")],
                  tags: Annotated[list[str], typer.Argument(help="Tags to remove.")]) -> None:
     """Remove tags from a registered folder."""
-    from hydra_rag import registry
+    from hydra_rag.store import registry
 
     out.print(f"{path}: {', '.join(registry.tag(path, tags, remove=True)) or '(no tags)'}",
               markup=False, highlight=False)
@@ -65,7 +65,7 @@ def stores_rm(
     """Forget a folder (its files and, unless --delete-index, its index stay)."""
     import shutil
 
-    from hydra_rag import registry
+    from hydra_rag.store import registry
 
     key = registry.forget(path)
     if delete_index:
@@ -77,7 +77,7 @@ def stores_rm(
 @stores_app.command("prune")
 def stores_prune() -> None:
     """Forget folders, or indexes, that no longer exist."""
-    from hydra_rag import registry
+    from hydra_rag.store import registry
 
     gone = registry.prune()
     for p in gone:
@@ -91,7 +91,7 @@ def stores_prune() -> None:
 @sessions_app.command("list")
 def sessions_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List saved chat sessions."""
-    from hydra_rag import sessions
+    from hydra_rag.answer import sessions
 
     rows = sessions.all_sessions()
     if as_json:
@@ -108,7 +108,7 @@ def sessions_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
 def sessions_show(name: Annotated[str, typer.Argument(help="Session name.")],
                   as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show a session's turns: what the user asked, the answers, their sources."""
-    from hydra_rag import sessions
+    from hydra_rag.answer import sessions
 
     doc = sessions.load(name)
     if doc is None:
@@ -130,7 +130,7 @@ def sessions_show(name: Annotated[str, typer.Argument(help="Session name.")],
 @sessions_app.command("rm")
 def sessions_rm(name: Annotated[str, typer.Argument(help="Session name.")]) -> None:
     """Delete a saved session."""
-    from hydra_rag import sessions
+    from hydra_rag.answer import sessions
 
     if not sessions.remove(name):
         raise HydraError(f"no session {name!r} — see `hydra-rag sessions list`")
@@ -145,11 +145,11 @@ def doctor(
     path: Annotated[Path | None, typer.Argument(help="Also check the index of this folder.")] = None,
 ) -> None:
     """Check llama.cpp, models, sidecars and an index; print what to run for each problem."""
-    from hydra_rag.doctor import run_checks
+    from hydra_rag.checks.doctor import run_checks
 
     root = path.expanduser().resolve() if path else None
     if root is None:
-        from hydra_rag.retrieve import find_index_root
+        from hydra_rag.search.retrieve import find_index_root
 
         try:
             root = find_index_root(Path.cwd())

@@ -86,13 +86,13 @@ def watch(
 ) -> None:
     """Keep indexes current as files change: every batch of changes is indexed incrementally
     (Ctrl-C or SIGTERM stops at a consistent point)."""
-    from hydra_rag import registry
     from hydra_rag.config import load_settings
+    from hydra_rag.store import registry
 
     if (all_ or tag) and paths:
         raise UsageError("give folders or --all/--tag, not both")
     if install:
-        from hydra_rag.systemd import install as write_unit
+        from hydra_rag.index.systemd import install as write_unit
 
         extra = [a for p in include or [] for a in ("--include", p)]
         extra += [a for p in exclude or [] for a in ("--exclude", p)]
@@ -110,7 +110,7 @@ def watch(
     else:
         roots = paths or [Path(".")]
     from hydra_rag.index import IndexInterrupted
-    from hydra_rag.watch import Watch, WatchEvent
+    from hydra_rag.index.watch import Watch, WatchEvent
 
     def emit(ev: WatchEvent) -> None:
         if as_json:

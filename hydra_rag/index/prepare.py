@@ -11,10 +11,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from hydra_rag.chunk import SECTION_SEP, chunk_text
-from hydra_rag.contextualize import with_context
-from hydra_rag.index.source import Source
-from hydra_rag.walk import Candidate, mostly_long_lines
+from hydra_rag.read.chunk import SECTION_SEP, chunk_text, with_context
+from hydra_rag.read.source import Source
+from hydra_rag.read.walk import Candidate, mostly_long_lines
 
 
 def chunk_id(rel: str, line_start: int, line_end: int, text: str, section: str = "") -> str:

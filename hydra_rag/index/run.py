@@ -13,20 +13,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hydra_rag import rebuild, registry
 from hydra_rag.config import Settings
-from hydra_rag.contextualize import with_context
 from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS
 from hydra_rag.errors import HydraError, IndexLocked
-from hydra_rag.filelist import Light
 from hydra_rag.index.prepare import Prepared, prepare, read_ahead
 from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
-from hydra_rag.index.source import read_source, recorded_selection, resolve_root, walker
 from hydra_rag.index.state import State, diff, stale_analysis
-from hydra_rag.lexical import parse_language
 from hydra_rag.locks import file_lock, lock_holder, lock_label
-from hydra_rag.store import FORMAT_VERSION, TABLES, FileEntry, Store
-from hydra_rag.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult
+from hydra_rag.read.chunk import with_context
+from hydra_rag.read.source import read_source, recorded_selection, resolve_root, walker
+from hydra_rag.read.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult
+from hydra_rag.store import rebuild, registry
+from hydra_rag.store.filelist import Light
+from hydra_rag.store.index_dir import FORMAT_VERSION, TABLES, FileEntry, Store
+from hydra_rag.store.lexical import parse_language
 
 # Document skips remembered in files.db: an unchanged file is not extracted again to fail again
 # (touching it, `index --full` or a new extractor version retries it).

@@ -11,23 +11,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hydra_rag import rebuild
 from hydra_rag.catalog import Embedder, foreign_for, get_embedder, table_embedder
-from hydra_rag.chunk import CHUNKER_VERSION
-from hydra_rag.classify import classify
 from hydra_rag.config import Settings
-from hydra_rag.contextualize import Contextualizer, with_context
 from hydra_rag.documents import EXTRACTOR_VERSION, format_of
 from hydra_rag.errors import HydraError, IndexError_
-from hydra_rag.filelist import Light, light_of
+from hydra_rag.index.contextualize import Contextualizer
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
-from hydra_rag.index.source import digest_of, read_source, reader_for
-from hydra_rag.lexical import Analysis, detect_language, parse_language
-from hydra_rag.store import FORMAT_VERSION, MIGRATED_FORMATS, TABLES, FileEntry, Store, new_meta
-from hydra_rag.walk import OVERRIDABLE, Candidate, WalkResult, read_indexable
+from hydra_rag.read.chunk import CHUNKER_VERSION, with_context
+from hydra_rag.read.classify import classify
+from hydra_rag.read.source import digest_of, read_source, reader_for
+from hydra_rag.read.walk import OVERRIDABLE, Candidate, WalkResult, read_indexable
+from hydra_rag.store import rebuild
+from hydra_rag.store.filelist import Light, light_of
+from hydra_rag.store.index_dir import FORMAT_VERSION, MIGRATED_FORMATS, TABLES, FileEntry, Store, new_meta
+from hydra_rag.store.lexical import Analysis, detect_language, parse_language
 
 if TYPE_CHECKING:
-    from hydra_rag.embed import EmbedClient
+    from hydra_rag.models.embed import EmbedClient
 
 
 class State:
@@ -64,7 +64,7 @@ class State:
         self.docs = reader_for(settings, self.store.dir)
 
     def client(self, table: str) -> EmbedClient:
-        from hydra_rag.embed import connect
+        from hydra_rag.models.embed import connect
 
         emb = self.embedders[table]
         if emb.id not in self.clients:
@@ -152,7 +152,7 @@ class State:
         return light
 
     def _stage(self, reason: str) -> Store:
-        """From here on, write a new generation beside the one in use (see hydra_rag.rebuild)."""
+        """From here on, write a new generation beside the one in use (see hydra_rag.store.rebuild)."""
         assert self.live is None
         self.live, self.store = self.store, rebuild.begin(self.store, reason)
         return self.store

@@ -15,7 +15,6 @@ from typing import Any
 from hydra_rag.catalog import table_embedder
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError, UsageError
-from hydra_rag.index.source import reader_for, recorded_selection, walker
 from hydra_rag.index.state import (
     Diff,
     context_model,
@@ -25,9 +24,10 @@ from hydra_rag.index.state import (
     rebuild_reason,
     stale_analysis,
 )
-from hydra_rag.lexical import Analysis, detect_language
-from hydra_rag.store import TABLES, FileEntry, Store
-from hydra_rag.walk import OVERRIDABLE, WalkResult
+from hydra_rag.read.source import reader_for, recorded_selection, walker
+from hydra_rag.read.walk import OVERRIDABLE, WalkResult
+from hydra_rag.store.index_dir import TABLES, FileEntry, Store
+from hydra_rag.store.lexical import Analysis, detect_language
 
 CURRENT, STALE, NOT_INDEXED = "current", "stale", "not_indexed"
 
@@ -259,7 +259,7 @@ def statuses(paths: list[Path] | None, settings: Settings, all_: bool = False,
     registered folders (`all_`, or those with one of `tags`). A path that is not a folder is a
     UsageError, raised before any folder is walked; a registered folder that is gone is a
     status with its `problem`."""
-    from hydra_rag import registry
+    from hydra_rag.store import registry
 
     if all_ or tags:
         if paths:

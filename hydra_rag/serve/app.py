@@ -273,7 +273,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
                 yield event
 
     async def sessions(request: Request) -> Response:
-        from hydra_rag import sessions as saved
+        from hydra_rag.answer import sessions as saved
 
         name = request.query_params.get("name")
         if name:

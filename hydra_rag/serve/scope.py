@@ -45,7 +45,7 @@ class Scope:
 
     def narrow(self, paths: list[str] | None = None, tag: str | None = None) -> list[Path]:
         """The scope's folders a request asks for; a folder outside the scope is an error."""
-        from hydra_rag import registry
+        from hydra_rag.store import registry
 
         roots = self.roots
         if paths:
@@ -82,7 +82,7 @@ class Scope:
         """A searcher over the whole scope from the pool (made on demand, at most `searchers`
         of them; a request waits for one), or a fresh one for a narrower set of folders."""
         from hydra_rag.config import load_settings
-        from hydra_rag.retrieve import Searcher
+        from hydra_rag.search.retrieve import Searcher
 
         if roots != self.roots:
             searcher = Searcher(roots, load_settings(), skip_broken=True)
@@ -128,7 +128,7 @@ class Scope:
             page: int | None = None) -> dict[str, Any]:
         """Lines of an indexed file of the scope (`path` relative to its folder, `NAME:path`,
         or absolute), or one page of a document."""
-        from hydra_rag.excerpt import read_excerpt
+        from hydra_rag.search.excerpt import read_excerpt
 
         ex = read_excerpt(path, line_start, line_end, scope=self.roots, page=page)
         doc = ex.to_json()

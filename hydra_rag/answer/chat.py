@@ -1,0 +1,201 @@
+"""Answering: retrieve on every turn, build the prompt, stream from the chat-model sidecar,
+list the sources and check the citations; sessions keep the user's own words."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra_rag.answer import sessions
+from hydra_rag.answer.citations import CitationReport, check_citations
+from hydra_rag.answer.prompt import Prompt, Source, Turn, build_prompt
+from hydra_rag.catalog import ChatModel
+from hydra_rag.config import Settings
+from hydra_rag.errors import HydraError
+from hydra_rag.models.chat import connect_chat, stream_chat
+from hydra_rag.models.sidecar import read_record, touch
+from hydra_rag.paths import store_names
+from hydra_rag.search.evidence import weak
+
+# Tokens kept free beyond the answer's max_tokens, for template tokens the count misses.
+MARGIN = 32
+KEEPALIVE_SECONDS = 60.0
+
+
+@dataclass
+class TurnResult:
+    """Everything about one turn (what `ask --json` prints)."""
+
+    question: str
+    answer: str
+    sources: list[Source]
+    citations: CitationReport
+    retrieval: dict[str, Any]
+    usage: dict[str, int]
+    prompt: Prompt | None = None
+    no_context: bool = False
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+    multi: bool = False  # the chat spans several folders: sources name theirs
+    finish: str = ""  # the model's finish_reason: "stop", or "length" when cut at max_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "sources": [s.to_json() for s in self.sources],
+            "citations": self.citations.to_json(),
+            "retrieval": self.retrieval,
+            "usage": self.usage,
+            "no_context": self.no_context,
+        }
+
+
+class Chat:
+    """A conversation with one model over zero or more indexed folders."""
+
+    def __init__(self, model: ChatModel, roots: list[Path], settings: Settings, *,
+                 session: str | None = None, new: bool = False, system: str | None = None,
+                 params: dict[str, Any] | None = None, top_k: int = 5, use_rag: bool = True,
+                 save: bool = True, federated: bool = False, bundle: str | None = None) -> None:
+        from hydra_rag.models.embed import Tokenizer
+
+        self.model = model
+        self.roots = roots
+        self.settings = settings
+        self.system = system
+        self.params = {**model.params, **(params or {})}
+        self.top_k = top_k
+        self.use_rag = use_rag and bool(roots)
+        self.save_enabled = save
+        self.searcher: Any = None
+        self.warnings: list[str] = []
+        if roots:
+            from hydra_rag.search.retrieve import Searcher
+
+            self.searcher = Searcher(roots, settings, skip_broken=federated)
+        self.sidecar = connect_chat(model, settings)
+        path = model.model_path()
+        # A `url:` model without a local GGUF: count conservatively (a token per 3 bytes).
+        self.count: Callable[[str], int] = (
+            Tokenizer(str(path)).count if path is not None and path.is_file()
+            else lambda text: len(text.encode("utf-8")) // 3 + 1)
+        self.name = session or sessions.default_name(model.id, roots)
+        doc = None if new else sessions.load(self.name)
+        self.doc: dict[str, Any] = doc or {
+            "name": self.name, "model": model.id, **({"bundle": bundle} if bundle else {}),
+            "stores": [str(r) for r in roots],
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "turns": []}
+        self.last: TurnResult | None = None
+        self._stop = threading.Event()
+        threading.Thread(target=self._keepalive, daemon=True, name="hydra-keepalive").start()
+
+    def _keepalive(self) -> None:
+        """An open chat keeps its sidecars warm: no cold start because the user paused."""
+        while not self._stop.wait(KEEPALIVE_SECONDS):
+            ids = [self.model.id] + (self.searcher.sidecar_ids if self.searcher else [])
+            for sid in ids:
+                rec = read_record(sid)
+                if rec is not None:
+                    touch(rec)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    @property
+    def history(self) -> list[Turn]:
+        return [Turn(t["user"], t["answer"]) for t in self.doc["turns"] if t.get("answer")]
+
+    def reset(self) -> None:
+        self.doc["turns"] = []
+        self.last = None
+
+    def budget(self) -> int:
+        max_tokens = int(self.params.get("max_tokens", 512))
+        return self.model.context - max_tokens - MARGIN
+
+    def retrieve(self, question: str) -> tuple[list[Source], dict[str, Any], bool]:
+        """Sources for a question, best first; a follow-up also searches with the turn before."""
+        assert self.searcher is not None
+        previous = self.history[-1].user if self.history else None
+        also = f"{previous} {question}" if previous else None
+        hits = self.searcher.search(question, self.top_k, also=also)
+        self.warnings = list(self.searcher.warnings)
+        # The model is not asked to answer from passages that do not bear on the question
+        # (hydra_rag.search.evidence.weak): with none left, the folder has nothing on it.
+        # A follow-up counts with the question before it, as it was searched.
+        relevant = [h for h in hits
+                    if not weak(h, question) or (also is not None and not weak(h, also))]
+        names = store_names(self.roots)
+        sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text, h.section,
+                          names.get(h.store, ""), h.page_start, h.page_end, h.page_unit)
+                   for i, h in enumerate(relevant, start=1)]
+        info = {"query": question, "also": also, "hits": [
+            {"store": h.store, "path": h.path, "line_start": h.line_start,
+             "line_end": h.line_end, "score": round(h.score, 6), "ranks": h.ranks,
+             "similarity": None if h.similarity is None else round(h.similarity, 4)}
+            for h in hits]}
+        return sources, info, bool(relevant)
+
+    def ask(self, question: str, on_token: Callable[[str], None] = lambda _t: None) -> TurnResult:
+        """One turn: retrieve, prompt, stream, check, save."""
+        question = question.strip()
+        if not question:
+            raise HydraError("the question is empty")
+        sources: list[Source] = []
+        retrieval: dict[str, Any] = {"query": question, "hits": []}
+        if self.use_rag:
+            sources, retrieval, found = self.retrieve(question)
+            if not found:
+                names = ", ".join(map(str, self.roots))
+                answer = (f"{names} has nothing on this question: the closest passages are "
+                          "about something else, and I do not answer from them. Rephrase it, "
+                          "or turn retrieval off with /rag off.")
+                result = TurnResult(question, answer, [], CitationReport(), retrieval,
+                                    {"prompt_tokens": 0, "completion_tokens": 0}, no_context=True)
+                self._record(result)
+                return result
+        prompt = build_prompt(question, sources, self.history, self.count,
+                              self.budget(), system=self.system, use_context=self.use_rag)
+        # A health check per turn (milliseconds): a sidecar that died is started again.
+        self.sidecar = connect_chat(self.model, self.settings)
+        try:
+            answer, finish = stream_chat(self.sidecar, prompt.messages, self.params, on_token)
+            interrupted = False
+        except KeyboardInterrupt:
+            answer, finish, interrupted = "", "interrupted", True
+        cites = check_citations(answer, prompt.sources) if self.use_rag else CitationReport()
+        usage = {"prompt_tokens": prompt.tokens,
+                 "completion_tokens": self.count(answer) - 1 if answer else 0}
+        result = TurnResult(question, answer, prompt.sources, cites, retrieval, usage, prompt,
+                            interrupted=interrupted, multi=len(self.roots) > 1,
+                            finish=finish)
+        result.notes += self.warnings  # folders skipped, a folder being rebuilt
+        if prompt.dropped_sources or prompt.dropped_turns:
+            result.notes.append(f"to fit the model's context, {prompt.dropped_sources} passage(s) "
+                                f"and {prompt.dropped_turns} earlier turn(s) were left out")
+        if finish == "length":
+            result.notes.append("the answer was cut at max_tokens")
+        if not answer.strip() and not interrupted:
+            result.notes.append("the model gave an empty answer; ask again or rephrase")
+        self._record(result)
+        return result
+
+    def _record(self, result: TurnResult) -> None:
+        self.last = result
+        self.doc["turns"].append({
+            "user": result.question,  # the user's own words, never the augmented prompt
+            "answer": result.answer,
+            "sources": [{"n": s.n, "store": s.store, "path": s.path,
+                         "line_start": s.line_start, "line_end": s.line_end,
+                         **({"page_start": s.page_start, "page_end": s.page_end,
+                             "page_unit": s.page_unit} if s.page_unit else {})}
+                        for s in result.sources],
+            "interrupted": result.interrupted,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        })
+        if self.save_enabled:
+            sessions.save(self.doc)

@@ -1,0 +1,234 @@
+"""`hydra-rag doctor`: the checks a user would otherwise do by hand, each with its fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hydra_rag.catalog import load_embedders, table_embedder
+from hydra_rag.config import Settings, load_settings
+from hydra_rag.errors import HydraError, SidecarCrash
+from hydra_rag.models import sidecar
+from hydra_rag.read.chunk import CHUNKER_VERSION
+from hydra_rag.store.index_dir import ANN_ROWS, TABLES, Store
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding: ok / warn / fail, what was checked, what was seen, what to run."""
+
+    status: str
+    name: str
+    detail: str
+    fix: str = ""
+
+
+def _gguf_readable(path: Path) -> str:
+    """"" if the file has a GGUF header llama.cpp can parse, else why not."""
+    try:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(path))
+        arch = reader.fields.get("general.architecture")
+        return "" if arch is not None else "no general.architecture key"
+    except Exception as exc:  # any parse failure means llama.cpp would refuse it too
+        return str(exc)
+
+
+def run_checks(root: Path | None) -> list[Check]:
+    """Environment, models, sidecars, and (if given) the index at `root`."""
+    from hydra_rag.models.embed import sidecar_spec
+
+    checks: list[Check] = [build_check()]
+    try:
+        settings = load_settings()
+        catalog = load_embedders()
+    except HydraError as exc:
+        checks.append(Check("fail", "config", str(exc), "fix the file named above"))
+        return checks
+    chosen = {settings.embedder_for(t) for t in TABLES}
+    for eid in sorted(chosen | ({settings.foreign} if settings.foreign else set())):
+        emb = catalog.get(eid)
+        if emb is None:
+            checks.append(Check("fail", f"embedder {eid}", "not in the catalog",
+                                "hydra-rag embedders list"))
+            continue
+        path = emb.model_path()
+        if path is None:
+            checks.append(Check("ok", f"embedder {eid}", f"served from {emb.url}"))
+        else:
+            check = _file_check(f"embedder {eid}", path, "hydra-rag rag setup",
+                                "hydra-rag rag setup --force")
+            if check.status == "ok":
+                check = _self_test(check, sidecar_spec(emb, settings))
+            if eid not in chosen and check.status == "fail":
+                # Needed only for a folder in a language the chosen embedders do not know.
+                check = replace(check, status="warn", detail=check.detail + " (foreign_embedder)")
+            checks.append(check)
+    if settings.rerank:
+        checks.append(_reranker_check(settings))
+    for rec in sidecar.all_records():  # before their records go: why a sidecar is gone
+        crash = sidecar.crash_of(rec.id)
+        if crash is not None:
+            checks.append(_crash_check(f"sidecar {rec.id}", crash))
+    for gone in sidecar.clean_stale():
+        checks.append(Check("warn", f"sidecar {gone}", "stale record removed (process gone)"))
+    for rec in sidecar.all_records():
+        st = sidecar.status(rec)
+        if st == "ready":
+            on = f" ({rec.device})" if rec.device else ""
+            checks.append(Check("ok", f"sidecar {rec.id}", f"pid {rec.pid} on {rec.url}{on}"))
+        else:
+            checks.append(Check("fail", f"sidecar {rec.id}", f"pid {rec.pid} is {st}",
+                                f"hydra-rag sidecars stop {rec.id}"))
+    if root is not None:
+        checks.extend(check_index(root))
+    return checks
+
+
+def build_check() -> Check:
+    """llama-cpp-python: built by hydra-rag for instructions this machine executes?"""
+    from hydra_rag.llamacpp import build, probe
+
+    name = "llama.cpp"
+    version = build.installed_version()
+    if not version:
+        return Check("fail", name, "llama-cpp-python is not installed", build.rebuild_command())
+    stamp = build.read_stamp()
+    fix = build.rebuild_command()
+    if stamp is None:
+        return Check("warn", name, f"llama-cpp-python {version} was not built by hydra-rag: a "
+                     "plain pip install compiles for every instruction the processor claims "
+                     "(-march=native), and crashes where a claim is false (AMX in some virtual "
+                     "machines)", fix)
+    if stamp.files != build.lib_files():
+        return Check("warn", name, "llama-cpp-python's libraries were replaced since hydra-rag "
+                     "built them", fix)
+    on = [a[len("-DGGML_"):-len("=ON")] for a in stamp.cmake_args
+          if a.startswith("-DGGML_") and a.endswith("=ON")]
+    what = f"llama-cpp-python {stamp.version}, built for {', '.join(on) or 'native flags'}"
+    if stamp.cpu_signature != probe.cpu_signature():
+        if not probe.is_x86_64() or probe.compiler() is None:
+            return Check("warn", name, f"{what} on another processor ({stamp.cpu})", fix)
+        runs = {p.flag: p for p in probe.probe()}
+        bad = [f"{f} ({runs[f].why})" for f in on if f in runs and not runs[f].runs]
+        if bad:
+            return Check("fail", name, f"{what} on another processor ({stamp.cpu}); this one "
+                         f"does not execute {', '.join(bad)}", fix)
+        what += f" on another processor ({stamp.cpu}), all of which run here"
+    return Check("ok", name, f"{what}; GPU backend: {stamp.gpu or 'none'}")
+
+
+def _self_test(check: Check, spec: sidecar.SidecarSpec) -> Check:
+    """`check` (a model file that is fine) with the result of testing the model in a child."""
+    try:
+        info = sidecar.self_test(spec)
+    except SidecarCrash as exc:
+        return _crash_check(check.name, exc)
+    except HydraError as exc:
+        return Check("fail", check.name, str(exc), check.fix)
+    return replace(check, detail=f"{check.detail}; self-test passed on {info.get('device')}")
+
+
+def _crash_check(name: str, exc: SidecarCrash) -> Check:
+    """A crash: the message and where its log is (the frames are in the log); the rebuild
+    command when the signal is one a build for the wrong instructions ends with."""
+    from hydra_rag.llamacpp.build import rebuild_command
+    from hydra_rag.llamacpp.crash import BUILD_SIGNALS
+
+    fix = rebuild_command() if exc.signal in BUILD_SIGNALS else ""
+    return Check("fail", name, "\n".join(str(exc).splitlines()[:2]), fix)
+
+
+def _reranker_check(settings: Settings) -> Check:
+    """The reranker `rerank: true` will use: known, installed, loadable, runs."""
+    from hydra_rag.catalog import get_reranker
+    from hydra_rag.search.rerank import sidecar_spec
+
+    rid = settings.reranker
+    name = f"reranker {rid}"
+    try:
+        rr = get_reranker(rid)
+    except HydraError as exc:
+        return Check("fail", name, str(exc), "hydra-rag rerankers list")
+    path = rr.model_path()
+    if path is None:
+        return Check("ok", name, f"served from {rr.url}")
+    if not rr.sources:  # registered from a file: only adding it again helps
+        add = f"hydra-rag rerankers add {rid} FILE.gguf"
+        check = _file_check(name, path, add, add)
+    else:
+        pull = f"hydra-rag rerankers pull {rid}"
+        check = _file_check(name, path, pull, f"{pull} --force")
+    return _self_test(check, sidecar_spec(rr, settings)) if check.status == "ok" else check
+
+
+def _file_check(name: str, path: Path, missing_fix: str, broken_fix: str) -> Check:
+    """A model file: present, and a GGUF llama.cpp can parse."""
+    if not path.is_file():
+        return Check("fail", name, f"model file missing: {path}", missing_fix)
+    why = _gguf_readable(path)
+    if why:
+        return Check("fail", name, f"{path} is not loadable: {why}", broken_fix)
+    return Check("ok", name, f"{path} ({path.stat().st_size / (1 << 20):.0f} MiB)")
+
+
+def check_index(root: Path) -> list[Check]:
+    """Tables against files.db, FTS coverage, and the embedder match."""
+    store = Store(root)
+    fix_full = f"hydra-rag index {root} --full"
+    if not store.exists():
+        return [Check("fail", "index", f"no index in {root}", f"hydra-rag index {root}")]
+    out: list[Check] = []
+    try:
+        meta = store.read_meta()
+        files = store.read_files()
+    except HydraError as exc:
+        return [Check("fail", "index", str(exc), f"hydra-rag index {root}")]
+    if store.journal_path.exists():
+        out.append(Check("warn", "index", "an index run was interrupted",
+                         f"hydra-rag index {root} (repairs it)"))
+    if meta.get("chunker_version") != CHUNKER_VERSION:
+        out.append(Check("warn", "index", f"chunked by chunker version "
+                         f"{meta.get('chunker_version')}, this release has {CHUNKER_VERSION} "
+                         "(chunks that follow headings and know their section); the next index "
+                         "run rebuilds it", f"hydra-rag index {root}"))
+    settings = load_settings()
+    for t in TABLES:
+        language = ((meta.get("lexical") or {}).get(t) or {}).get("language")
+        want = table_embedder(settings, t, language).id
+        have = meta.get("tables", {}).get(t, {}).get("embedder")
+        if have and have != want:
+            out.append(Check("fail", f"table {t}", f"built with {have}, configured {want}",
+                             fix_full))
+        try:
+            counts = store.id_counts(t)
+        except HydraError as exc:
+            out.append(Check("fail", f"table {t}", str(exc), fix_full))
+            continue
+        known = {c for e in files.values() if e.kind == t for c in e.chunks}
+        rows = set(counts)
+        problems = []
+        if rows - known:
+            problems.append(f"{len(rows - known)} orphan chunks")
+        if known - rows:
+            problems.append(f"{len(known - rows)} chunks recorded but missing")
+        dup = sum(1 for n in counts.values() if n > 1)
+        if dup:
+            problems.append(f"{dup} duplicated chunks")
+        unindexed = store.fts_unindexed(t)
+        if unindexed:
+            problems.append(f"full-text index misses {unindexed} rows")
+        vec = store.vector_index(t)
+        if vec is not None and vec["unindexed"]:
+            problems.append(f"vector index misses {vec['unindexed']} rows (searched exactly "
+                            "meanwhile)")
+        if problems:
+            out.append(Check("fail", f"table {t}", "; ".join(problems),
+                             f"hydra-rag index {root} --repair"))
+        else:
+            search = (f"vector index {vec['type']} over {vec['indexed']} rows" if vec
+                      else f"exact vector search (an index past {ANN_ROWS:,} rows)")
+            out.append(Check("ok", f"table {t}", f"{len(rows)} chunks, full-text index "
+                             f"current, {search}"))
+    return out

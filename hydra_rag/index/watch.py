@@ -1,0 +1,394 @@
+"""Folders' indexes kept current from the operating system's file events (`hydra-rag watch`).
+
+The events only say *when* to look: each batch runs the ordinary incremental `index` run (walk,
+diff by stat and content hash, embed what changed), so a missed or coalesced event can never
+leave the index wrong, and everything `index` guarantees (its lock, crash safety, repair) holds.
+Events come from watchfiles (Rust `notify`: inotify on Linux, FSEvents on macOS), which keeps
+collecting them while a run is in progress; a burst (a branch switch, an unpacked archive) is
+gathered until the folder is quiet for a moment, then indexed in one run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hydra_rag.config import Settings
+from hydra_rag.errors import HydraError, IndexLocked
+from hydra_rag.index import IndexReport, Progress, index_folder, resolve_root
+from hydra_rag.locks import file_lock, lock_holder
+from hydra_rag.paths import INDEX_DIR
+from hydra_rag.read.source import walker
+
+QUIET_S = 0.3  # a batch is indexed once no event came for this long (editors save in ms)
+GATHER_MAX_S = 10.0  # … or after this long, while a burst goes on (the rest is the next batch)
+TICK_S = 2.0  # how often an idle watch checks its folders still exist and retries failures
+RETRY_S = (5.0, 15.0, 60.0, 300.0)  # waits after a run failed (a dead sidecar, a full disk)
+LOCKED_RETRY_S = 2.0  # another run holds the folder: look again this soon
+POLL_MS = 2000  # the fallback when the system's limit of file watches is reached
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+@dataclass
+class WatchEvent:
+    """One thing a watch reports: `watching` (started), `indexed` (a run, after a batch of
+    changes or at start), `waiting` (another run holds the folder), `error` (a run failed; it
+    is retried), `warning` (a folder moved or deleted, a fallback), `progress` (a message
+    from an index run) or `stopped`."""
+
+    event: str
+    root: str = ""
+    message: str = ""
+    changes: int = 0  # file events this batch held for the folder
+    initial: bool = False  # the run that brings the folder current when watching starts
+    retry_in_s: float | None = None
+    report: IndexReport | None = None
+    roots: list[str] = field(default_factory=list)
+    at: str = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"event": self.event, "at": self.at}
+        if self.root:
+            d["root"] = self.root
+        if self.roots:
+            d["roots"] = self.roots
+        if self.message:
+            d["message"] = self.message
+        if self.event == "indexed":
+            d["changes"] = self.changes
+            d["initial"] = self.initial
+        if self.retry_in_s is not None:
+            d["retry_in_s"] = self.retry_in_s
+        if self.report is not None:
+            d |= {k: v for k, v in self.report.to_json().items() if k != "root"}
+        return d
+
+
+Emit = Callable[[WatchEvent], None]
+
+
+class _Notifier(Protocol):
+    def watch(self, debounce_ms: int, step_ms: int, timeout_ms: int,
+              stop_event: Any) -> set[tuple[int, str]] | str: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class _Folder:
+    root: Path
+    ident: tuple[int, int]  # (st_dev, st_ino): a folder moved away and another put there differ
+    dirs: set[str] = field(default_factory=set)  # folders the last walk went through
+    changes: int = 0  # relevant events since the last successful run
+    due: float | None = 0.0  # when to run (monotonic); None: nothing to do
+    failures: int = 0
+    # Ignore files outside the folder (parents' .gitignore, the repository's exclude list, git's
+    # global excludes), which no event of the folder's reports: their stat, looked at each tick
+    outer: dict[Path, tuple[int, int] | None] = field(default_factory=dict)
+    waiting: bool = False  # for another run's lock (said once)
+    initial: bool = True
+
+    def relevant(self, rel: str) -> bool:
+        """Whether an event at `rel` can change what is indexed: it is in (or is) a folder the
+        walk went through, not in the index itself or in git's own files (except git's
+        exclude list). A file ignored by a pattern inside such a folder passes: its run is a
+        cheap no-op."""
+        if not rel or rel == INDEX_DIR or rel.startswith(INDEX_DIR + "/"):
+            return False
+        if rel.startswith(".git/") or rel == ".git":
+            return rel == ".git/info/exclude"
+        parent = rel.rpartition("/")[0]
+        return parent in self.dirs or not self.dirs  # no walk yet: everything counts
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _ident(root: Path) -> tuple[int, int] | None:
+    try:
+        st = root.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class Watch:
+    """Watches folders and re-indexes each after its changes. `run()` returns after `stop()`
+    (a run in progress first finishes the batch it is embedding, so the index is left whole,
+    with no repair pending); raises KeyboardInterrupt on a signal while it runs without a
+    handler that calls `stop()` (an interrupted run raises IndexInterrupted), and HydraError
+    when no folder is left."""
+
+    def __init__(self, roots: list[Path], settings: Settings, emit: Emit,
+                 include: list[str] | None = None, exclude: list[str] | None = None,
+                 quiet_s: float = QUIET_S, force_polling: bool = False) -> None:
+        if not roots:
+            raise HydraError("no folder to watch")
+        self.settings = settings
+        self.emit = emit
+        # None: each folder's own selection, as its last `index` run recorded it
+        self.include, self.exclude = include, exclude
+        self.quiet_s = quiet_s
+        self.force_polling = force_polling
+        self.folders: dict[Path, _Folder] = {}
+        for r in roots:
+            root = resolve_root(r)
+            ident = _ident(root)
+            assert ident is not None  # resolve_root checked it is a folder
+            self.folders.setdefault(root, _Folder(root, ident))
+        self._notifier: _Notifier | None = None
+        self.stopping = threading.Event()
+        self.indexing = False  # a run is in progress
+        self._said_stopping = False
+
+    def stop(self) -> None:
+        """End `run()` at the next consistent point (safe from a signal handler or a thread)."""
+        self.stopping.set()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Watch until `stop()`."""
+        with ExitStack() as held:
+            self._claim(held)
+            self._watch()
+
+    def _claim(self, held: ExitStack) -> None:
+        """One watch per folder: a second would only repeat the first one's runs. A folder
+        another watch holds is left to it, with a warning."""
+        for root in list(self.folders):
+            path = root / INDEX_DIR / "watch.lock"
+            try:
+                got = held.enter_context(file_lock(path))
+            except OSError as exc:
+                raise HydraError(f"cannot create {path.parent}: {exc.strerror}") from None
+            if not got:
+                del self.folders[root]
+                self.emit(WatchEvent("warning", str(root), "already watched by another "
+                                     f"`hydra-rag watch` (pid {lock_holder(path) or '?'}); "
+                                     "left to it"))
+            elif self._selection_known(root):
+                f = self.folders[root]
+                f.outer = {p: _stat(p) for p in walker(root, None, None, self.settings).outer_files}
+            else:
+                del self.folders[root]
+                self.emit(WatchEvent("warning", str(root), (
+                    "its index does not record the --include/--exclude it was made with (it "
+                    "predates that), and watching with none could take in files it leaves out: "
+                    f"run `hydra-rag index {root}` once, with the same --include/--exclude as "
+                    "before if any, then watch it; or pass them to watch")))
+        if not self.folders:
+            raise HydraError("no folder left to watch (see the warnings above)")
+
+    def _selection_known(self, root: Path) -> bool:
+        """Whether the run would use a known selection: given to watch, recorded by the last
+        index run, or a folder without an index yet (its first run records one)."""
+        from hydra_rag.index import recorded_selection
+        from hydra_rag.store.index_dir import Store
+
+        if self.include is not None or self.exclude is not None:
+            return True
+        store = Store(root)
+        try:
+            meta = store.read_meta() if store.dir.is_dir() else {}
+        except HydraError:
+            return True  # a broken meta.yaml: the run reports (and repairs) it
+        return not meta or recorded_selection(meta) is not None
+
+    def _watch(self) -> None:
+        self._open()
+        try:
+            self._run_due()  # bring every folder current first
+            if self.stopping.is_set():
+                return
+            self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
+            while not self.stopping.is_set():
+                changes = self._wait(self._timeout_ms(), self.stopping)
+                if changes is None:
+                    return
+                if changes:
+                    self._route(changes)
+                self._check_outer()
+                self._check_folders()
+                self._run_due()
+        finally:
+            self._close()
+
+    def _wait(self, timeout_ms: int, stop: Any) -> set[tuple[int, str]] | None:
+        """The next batch of events, gathered until the folders are quiet (empty: the timeout
+        passed; None: `stop` was set)."""
+        assert self._notifier is not None
+        got = self._notifier.watch(1600, 50, timeout_ms, stop)
+        changes: set[tuple[int, str]] = set()
+        deadline = time.monotonic() + GATHER_MAX_S
+        while True:
+            if got == "signal":
+                raise KeyboardInterrupt
+            if got == "stop":
+                return None
+            if got == "timeout" or not isinstance(got, set):
+                return changes
+            changes |= got
+            if time.monotonic() >= deadline:
+                return changes
+            got = self._notifier.watch(1600, 50, max(1, int(self.quiet_s * 1000)), stop)
+
+    def _timeout_ms(self) -> int:
+        wait = TICK_S
+        now = time.monotonic()
+        for f in self.folders.values():
+            if f.due is not None:
+                wait = min(wait, max(f.due - now, 0.0))
+        return max(1, int(wait * 1000))
+
+    def _route(self, changes: set[tuple[int, str]]) -> None:
+        """Count each event for the folder it is in, if it can matter to its index."""
+        for _kind, raw in changes:
+            path = Path(raw)
+            for f in self.folders.values():
+                try:
+                    rel = path.relative_to(f.root).as_posix()
+                except ValueError:
+                    continue
+                if rel != "." and f.relevant(rel):  # (a folder inside another counts for both)
+                    f.changes += 1
+                    if f.due is None:
+                        f.due = time.monotonic()
+
+    def _check_outer(self) -> None:
+        """An ignore file outside a folder changed: that folder is due."""
+        for f in self.folders.values():
+            now = {p: _stat(p) for p in f.outer}
+            if now != f.outer:
+                f.outer = now
+                f.changes += 1
+                if f.due is None:
+                    f.due = time.monotonic()
+
+    def _run_due(self) -> None:
+        now = time.monotonic()
+        for f in list(self.folders.values()):
+            if self.stopping.is_set():
+                return
+            if f.due is not None and f.due <= now:
+                self.indexing = True
+                try:
+                    self._index(f)
+                finally:
+                    self.indexing = False
+
+    def _index(self, f: _Folder) -> None:
+        root = str(f.root)
+        try:
+            # --include/--exclude given to watch, else (None) the folder's own, as its last
+            # index run recorded them
+            report = index_folder(f.root, self.settings, self.include, self.exclude,
+                                  progress=lambda p: self._progress(root, p),
+                                  stop=self.stopping.is_set, holder="watch")
+        except IndexLocked as exc:
+            if not f.waiting:  # said once per wait, not every two seconds
+                self.emit(WatchEvent("waiting", root, str(exc).split(";")[0]))
+            f.waiting = True
+            f.due = time.monotonic() + LOCKED_RETRY_S
+            return
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001  (a full disk, a sidecar gone: retried)
+            if _ident(f.root) != f.ident:
+                return  # the folder went away mid-run: _check_folders says so
+            wait = RETRY_S[min(f.failures, len(RETRY_S) - 1)]
+            f.failures += 1
+            f.due = time.monotonic() + wait
+            self.emit(WatchEvent("error", root, str(exc), retry_in_s=wait))
+            return
+        if _ident(f.root) != f.ident:
+            self._undo_recreated(f)  # deleted during the run, which made its path again
+            return
+        self.emit(WatchEvent("indexed", root, changes=f.changes, initial=f.initial, report=report))
+        f.dirs = report.dirs
+        f.failures, f.waiting = 0, False
+        if report.files_left:  # stopped before the end: the rest is for the next run
+            return
+        f.changes, f.due, f.initial = 0, None, False
+
+    def _progress(self, root: str, p: Progress) -> None:
+        # A sidecar starting, a rebuild, a re-analysis: said; walking and the full-text
+        # refresh happen on every batch: not.
+        if p.stage not in ("embed", "walk", "finish") and p.message:
+            self.emit(WatchEvent("progress", root, p.message))
+        if self.stopping.is_set() and not self._said_stopping:
+            self._said_stopping = True
+            self.emit(WatchEvent("progress", root, "stopping once the batch being indexed is "
+                                 "stored (Ctrl-C again stops at once)"))
+
+    # -- folders that go away ------------------------------------------------------------------
+
+    def _undo_recreated(self, f: _Folder) -> None:
+        """A folder deleted while its run went on: the run's writes made the path again, holding
+        an index of files that are gone. If nothing but that index is there, remove it and its
+        registration (_check_folders then says the folder went away)."""
+        import shutil
+
+        from hydra_rag.store import registry
+
+        try:
+            names = [p.name for p in f.root.iterdir()]
+        except OSError:
+            return
+        if names == [INDEX_DIR]:
+            shutil.rmtree(f.root, ignore_errors=True)
+            try:
+                registry.forget(f.root)
+            except HydraError:
+                pass
+
+    def _check_folders(self) -> None:
+        """A watched folder moved or deleted: say so, and go on watching the others."""
+        gone = [f for f in self.folders.values() if _ident(f.root) != f.ident]
+        if not gone:
+            return
+        for f in gone:
+            del self.folders[f.root]
+            self.emit(WatchEvent("warning", str(f.root), "the folder was moved or deleted; no "
+                                 "longer watched (its index, if it still exists, is not updated)"))
+        if not self.folders:
+            raise HydraError("every watched folder was moved or deleted; nothing left to watch")
+        # Events of the folders left may have been in the old notifier: look at them all again.
+        self._close()
+        self._open()
+        for f in self.folders.values():
+            if f.due is None:
+                f.due = time.monotonic()
+
+    def _open(self) -> None:
+        from watchfiles._rust_notify import RustNotify
+
+        paths = [str(r) for r in self.folders]
+        if not self.force_polling:
+            try:
+                self._notifier = RustNotify(paths, False, False, POLL_MS, True, False)
+                return
+            except OSError as exc:
+                # inotify's per-user limit of watched folders (fs.inotify.max_user_watches)
+                self.emit(WatchEvent("warning", message=(
+                    f"file events unavailable ({exc}); polling every {POLL_MS / 1000:g} s instead "
+                    "(raise fs.inotify.max_user_watches to use events)")))
+        self._notifier = RustNotify(paths, False, True, POLL_MS, True, False)
+
+    def _close(self) -> None:
+        if self._notifier is not None:
+            self._notifier.close()
+            self._notifier = None

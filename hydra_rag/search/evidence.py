@@ -1,0 +1,165 @@
+"""Why a hit matched, and whether it bears on the question at all. Pure functions, no I/O.
+
+- `matching_lines`: the lines of a chunk that hold the query's words (or its exact string),
+  best first, with the character spans to highlight; what `search` shows instead of the
+  chunk's first lines.
+- `coverage`: the share of the query's content words a text holds.
+- `weak`: a hit that neither holds the query's words (BM25 with enough of them, the literal or
+  a rare name) nor is close in meaning (cosine at least the embedder's `min_similarity`). The
+  chat does not answer from weak hits; `search` marks them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from hydra_rag.search.fuse import literal_phrase, literal_terms
+
+# Words that carry no topic of their own in a question (English; other languages' questions
+# simply keep theirs, which only makes coverage stricter).
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from
+further had has have having he her here hers him his how i if in into is it its itself
+just me more most my no nor not of off on once only or other our out over own same she
+should so some such than that the their them then there these they this those through to
+too under until up very was we were what when where which while who whom why will with
+would you your yours explain tell show find give use used using work works get gets set
+sets make thing things way
+""".split())  # noqa: SIM905 (a list of words reads better as text)
+MAX_LINES = 3  # lines shown per hit
+LINE_CHARS = 160  # of each line, around its first match
+# Share of the query's content words a BM25-only hit must hold to bear on the question.
+MIN_COVERAGE = 2 / 3
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+STEM_CHARS = 7  # of a stem, so that inflections Snowball's English rules miss still meet
+
+
+_local = threading.local()
+
+
+def _stemmer() -> Any:
+    """This thread's Snowball stemmer: one shared by threads (a server's searches) is not safe,
+    it keeps the word being stemmed in itself."""
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = _local.stemmer = snowballstemmer.stemmer("english")
+    return stemmer
+
+
+@cache
+def _stem(word: str) -> str:
+    """A word's matching key: Snowball's English stem (as the full-text index stems English:
+    `configured`, `configure` → `configur`; `retries`, `retry` → `retri`), cut to STEM_CHARS
+    so that other languages' inflections meet too (`hauptstadt`, `hauptstädte`)."""
+    return str(_stemmer().stemWord(word.lower()))[:STEM_CHARS]
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's content words (stems, lower case), in order, once each."""
+    words = [w for w in _WORD.findall(query) if w.lower() not in STOPWORDS and len(w) > 1]
+    return list(dict.fromkeys(_stem(w) for w in words))
+
+
+def _parts(line: str) -> list[tuple[int, int, str]]:
+    """The words of a line with their spans; camelCase and snake_case split into parts."""
+    out = []
+    for m in _WORD.finditer(line):
+        word, at = m.group(), m.start()
+        for p in re.finditer(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+", word):
+            out.append((at + p.start(), at + p.end(), _stem(p.group())))
+        if len(word) > 1 and not word.islower() and not word.isupper():
+            out.append((at, m.end(), _stem(word)))  # the whole identifier too
+    return out
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int
+    text: str
+    spans: tuple[tuple[int, int], ...]  # character spans of the matches in `text`
+
+
+def _needles(query: str) -> list[str]:
+    exact = [literal_phrase(query), *literal_terms(query)]
+    return [n.lower() for n in exact if n]
+
+
+def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINES) -> list[Line]:
+    """The lines of a chunk that best match the query, in file order: the ones holding its
+    exact string first, then those with the most distinct query words. When no line matches
+    (a hit found by meaning alone), the first non-blank lines."""
+    terms = set(query_terms(query))
+    needles = [re.compile(re.escape(n), re.IGNORECASE) for n in _needles(query)]
+    scored: list[tuple[float, int, Line]] = []
+    lines = text.splitlines()  # as the chunker counts lines (\f, \r and \u2028 end one too)
+    for i, raw in enumerate(lines):
+        spans: list[tuple[int, int]] = []
+        score = 0.0
+        for n in needles:
+            found = [m.span() for m in n.finditer(raw)]
+            if found:
+                score += 10.0
+                spans += found
+        seen = set()
+        for a, b, stem in _parts(raw):
+            if stem in terms:
+                seen.add(stem)
+                spans.append((a, b))
+        score += len(seen)
+        if score:
+            scored.append((-score, i, Line(line_start + i, raw, tuple(sorted(set(spans))))))
+    if not scored:
+        plain = [Line(line_start + i, raw, ()) for i, raw in enumerate(lines) if raw.strip()]
+        return [_clip(x) for x in plain[:limit]]
+    best = sorted(scored)[:limit]
+    return [_clip(line) for _, _, line in sorted(best, key=lambda t: t[1])]
+
+
+def _clip(line: Line) -> Line:
+    """At most LINE_CHARS of a line, around its first match; tabs and runs of spaces kept."""
+    text = line.text.rstrip()
+    if len(text) <= LINE_CHARS:
+        return Line(line.number, text, tuple(s for s in line.spans if s[1] <= len(text)))
+    first = line.spans[0][0] if line.spans else 0
+    start = max(0, min(first - LINE_CHARS // 4, len(text) - LINE_CHARS))
+    cut = text[start : start + LINE_CHARS]
+    lead = "…" if start else ""
+    tail = "…" if start + LINE_CHARS < len(text) else ""
+    shift = len(lead) - start
+    spans = tuple((a + shift, b + shift) for a, b in line.spans
+                  if a >= start and b <= start + LINE_CHARS)
+    return Line(line.number, lead + cut + tail, spans)
+
+
+def coverage(text: str, query: str) -> float:
+    """The share of the query's content words (stems) that the text holds; 1.0 for a query
+    without any."""
+    terms = set(query_terms(query))
+    if not terms:
+        return 1.0
+    found = {stem for line in text.splitlines() for _, _, stem in _parts(line)} & terms
+    return len(found) / len(terms)
+
+
+def weak(hit: Any, query: str, cosine: float | None = None,
+         min_coverage: float = MIN_COVERAGE) -> bool:
+    """Does this hit fail to bear on the query? Not when it holds the exact string or a rare
+    name the query names, nor when BM25 found it holding at least `min_coverage` of the
+    query's words, nor when its cosine similarity reaches `cosine` (default: its embedder's
+    `min_similarity`, a catalog field)."""
+    if cosine is None:
+        cosine = hit.min_similarity
+    names = hit.ranks
+    if any(n == "literal" or n.startswith("term:") for n in names):
+        return False
+    if any(n.startswith("bm25") for n in names) \
+            and coverage(hit.text, query) >= min_coverage - 1e-9:
+        return False
+    return hit.similarity is None or hit.similarity < cosine

@@ -1,0 +1,497 @@
+"""Documents (PDF, DOCX, PPTX, ODT, EPUB, HTML pages): what extraction makes of each format,
+how the sandbox skips broken and hostile files, and the index, search and cache end to end with
+the real embedder sidecar. Every input is made here (tests/docmaker.py)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import docmaker
+from conftest import recorded, run_cli
+from hydra_rag.documents import Skip, anchors, cite, format_of, locate, text_anchors
+from hydra_rag.documents.extract import extract_file, is_page
+from hydra_rag.documents.sandbox import Sandbox
+from hydra_rag.read.chunk import section_at
+
+PAGE2 = "Ptarmigan nests were found unusually high on the scree above the western cirque."
+
+
+def _line_of(text: str, needle: str) -> int:
+    """The 1-based line of text holding needle."""
+    for n, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return n
+    raise AssertionError(f"{needle!r} not in the extracted text:\n{text}")
+
+
+def _headings(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.startswith("#")]
+
+
+# -- Extraction, one format at a time -------------------------------------------------------
+
+
+def test_pdf_pages_outline_headings_and_running_heads(tmp_path: Path) -> None:
+    ex = extract_file(docmaker.report_pdf(tmp_path / "report.pdf"), "pdf")
+    assert ex.format == "pdf" and ex.unit == "page" and len(ex.starts) == 4
+    assert ex.starts == sorted(set(ex.starts)) and ex.starts[0] == 1
+    # The outline's entries are headings at their level, where their titles are printed.
+    assert _headings(ex.text) == ["# Field Season", "## Glacier Observations", "## Vegetation"]
+    # Each page's text begins on its anchor's line, or after it.
+    for page, (_, _, paras) in enumerate(docmaker.REPORT_PAGES, start=1):
+        line = _line_of(ex.text, paras[0])
+        assert anchors(ex.starts, line, line) == (page, page), paras[0]
+    at = _line_of(ex.text, PAGE2)
+    assert section_at(ex.text, "md", at) == "Field Season › Glacier Observations"
+    # "# of plots" printed in the PDF is text, not a heading of its own.
+    plots = _line_of(ex.text, "of plots surveyed: forty-two")
+    assert not ex.text.splitlines()[plots - 1].startswith("#")
+    assert section_at(ex.text, "md", plots + 1) == "Field Season"
+    # The running head and the page numbers at the foot of every page are dropped…
+    assert docmaker.REPORT_TITLE not in ex.text and "of 4" not in ex.text
+    # …leaving exactly the text of the same report printed without them.
+    bare = extract_file(docmaker.report_pdf(tmp_path / "bare.pdf", running=False), "pdf")
+    assert ex.text == bare.text and ex.starts == bare.starts
+
+
+def test_docx_headings_and_pages_from_page_breaks(tmp_path: Path) -> None:
+    ex = extract_file(docmaker.handbook_docx(tmp_path / "h.docx"), "docx")
+    assert ex.unit == "page" and len(ex.starts) == 3
+    assert _headings(ex.text) == ["# Staff Handbook", "# Onboarding", "# Travel Policy",
+                                  "# Security"]
+    for page, (heading, paras) in enumerate(docmaker.HANDBOOK, start=1):
+        for para in paras:
+            line = _line_of(ex.text, para)
+            assert anchors(ex.starts, line, line) == (page, page), para
+            assert section_at(ex.text, "md", line) == heading
+    # Without page breaks Word's pages are not known: no unit, no anchors, same text.
+    plain = extract_file(docmaker.handbook_docx(tmp_path / "p.docx", breaks=False), "docx")
+    assert (plain.unit, plain.starts) == ("", [])
+    assert plain.text == ex.text
+
+
+def test_pptx_slides(tmp_path: Path) -> None:
+    ex = extract_file(docmaker.deck_pptx(tmp_path / "deck.pptx"), "pptx")
+    assert ex.unit == "slide" and len(ex.starts) == 3
+    assert _headings(ex.text) == [f"# {title}" for title, _ in docmaker.SLIDES]
+    for n, (title, bullets) in enumerate(docmaker.SLIDES, start=1):
+        for bullet in bullets:
+            line = _line_of(ex.text, bullet)
+            assert anchors(ex.starts, line, line) == (n, n)
+            assert section_at(ex.text, "md", line) == title
+    notes = _line_of(ex.text, "Mention the beta testers by name.")
+    assert anchors(ex.starts, notes, notes) == (1, 1)
+
+
+def test_epub_chapters(tmp_path: Path) -> None:
+    ex = extract_file(docmaker.book_epub(tmp_path / "book.epub"), "epub")
+    # The cover holds only a picture: it is no chapter, so chapter 1 is the first story.
+    assert ex.unit == "chapter" and len(ex.starts) == 3
+    assert _headings(ex.text) == [f"# {title}" for title, _ in docmaker.CHAPTERS]
+    for n, (title, paras) in enumerate(docmaker.CHAPTERS, start=1):
+        for para in paras:
+            line = _line_of(ex.text, para)
+            assert anchors(ex.starts, line, line) == (n, n)
+            assert section_at(ex.text, "md", line) == title
+
+
+def test_odt_headings_by_outline_level(tmp_path: Path) -> None:
+    ex = extract_file(docmaker.odt(tmp_path / "bees.odt"), "odt")
+    assert (ex.unit, ex.starts) == ("", [])
+    assert _headings(ex.text) == ["# Beekeeping Basics", "## Swarm Control"]
+    line = _line_of(ex.text, "every nine days for queen cells")
+    assert "brood frames  every" in ex.text  # <text:s text:c="2"/> is two spaces
+    assert section_at(ex.text, "md", line) == "Beekeeping Basics › Swarm Control"
+    assert "\\# hives in the apiary" in ex.text  # a paragraph, escaped from being a heading
+
+
+def test_html_page_keeps_the_article_and_drops_the_rest(tmp_path: Path) -> None:
+    page = tmp_path / "blog.html"
+    page.write_text(docmaker.ARTICLE_PAGE)
+    data = page.read_bytes()
+    assert is_page(data[:4096], data)
+    ex = extract_file(page, "html")
+    assert (ex.unit, ex.starts) == ("", [])
+    assert _headings(ex.text) == ["# Sourdough at Home", "## Feeding the Starter"]
+    for kept in ("A sourdough starter is a living culture of wild yeast",
+                 "feed it equal weights of rye flour and water", "Keep it at room temperature"):
+        assert kept in ex.text
+    line = _line_of(ex.text, "rye flour")
+    assert section_at(ex.text, "md", line) == "Sourdough at Home › Feeding the Starter"
+    for dropped in ("All recipes", "About the baker", "newsletter", "Popular posts", "cookies",
+                    "Copyright", "Privacy", "analytics", "Bread Blog"):
+        assert dropped not in ex.text, dropped
+
+
+def test_a_utf8_page_without_a_charset_keeps_its_letters(tmp_path: Path) -> None:
+    page = tmp_path / "gruss.html"
+    page.write_bytes("<!DOCTYPE html><html><head><title>Post</title></head><body><article>"
+                     "<p>Viele Grüße aus Köln — “Straße” und Café.</p></article></body></html>"
+                     .encode())
+    assert "Viele Grüße aus Köln — “Straße” und Café." in extract_file(page, "html").text
+
+
+def test_a_template_is_not_a_page() -> None:
+    data = docmaker.TEMPLATE.encode()
+    assert not is_page(data[:4096], data)
+    assert format_of("templates/invoices.html") == "html" and format_of("a/b.pdf.txt") is None
+
+
+def test_a_page_with_a_script_template_literal_is_still_a_page() -> None:
+    data = (b"<!DOCTYPE html><html><body><article><p>Release notes for version two.</p>"
+            b"</article><script>fetch(`${location.origin}/api/stats`);</script></body></html>")
+    assert is_page(data[:4096], data)
+
+
+@pytest.mark.parametrize(("unit", "first", "last", "want"), [
+    ("page", 12, 12, "p. 12"), ("page", 12, 13, "pp. 12–13"), ("slide", 4, 4, "slide 4"),
+    ("slide", 2, 3, "slides 2–3"), ("chapter", 3, 3, "ch. 3"), ("", 0, 0, ""), ("page", 0, 0, ""),
+])
+def test_cite(unit: str, first: int, last: int, want: str) -> None:
+    assert cite(unit, first, last) == want
+
+
+def test_a_chunk_is_cited_only_for_pages_it_has_text_on(tmp_path: Path) -> None:
+    from hydra_rag.read.chunk import chunk_text
+
+    ex = extract_file(docmaker.handbook_docx(tmp_path / "h.docx", filler=4), "docx")
+    lines = ex.text.splitlines()
+    for ch in chunk_text(ex.text, markup="md"):
+        # what search cites (hydra_rag.search.retrieve): anchors by the chunk's text
+        first, last = text_anchors(ex.starts, ch.line_start, ch.text)
+        for page in range(first, last + 1):
+            begin = max(ch.line_start, ex.starts[page - 1])
+            end = min(ch.line_end, ex.starts[page] - 1 if page < len(ex.starts) else len(lines))
+            assert any(lines[n - 1].strip() for n in range(begin, end + 1)), (
+                f"lines {ch.line_start}-{ch.line_end} cited for page {page}, no text of it")
+
+
+def test_anchors_and_locate() -> None:
+    starts = [1, 10, 20]
+    assert anchors(starts, 1, 9) == (1, 1)
+    assert anchors(starts, 9, 10) == (1, 2)
+    assert anchors(starts, 15, 25) == (2, 3)
+    assert anchors([], 5, 6) == (0, 0)
+    assert locate("report.pdf", 15, 25, "page", 2, 3) == "report.pdf pp. 2–3"
+    assert locate("notes.md", 15, 25) == "notes.md:15-25"
+    from hydra_rag.answer.prompt import Source
+
+    assert Source(1, "/s", "deck.pptx", 8, 14, "t", page_start=2, page_end=2,
+                  page_unit="slide").label == "deck.pptx slide 2"
+    assert Source(1, "/s", "notes.md", 3, 9, "t").label == "notes.md:3-9"
+
+
+# -- Broken and hostile files through the sandbox -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
+    """name → (file, format) of documents that yield no text."""
+    d = tmp_path_factory.mktemp("hostile")
+    good_pdf = docmaker.report_pdf(d / "good.pdf").read_bytes()
+    good_docx = docmaker.handbook_docx(d / "good.docx").read_bytes()
+    (d / "truncated.pdf").write_bytes(good_pdf[:len(good_pdf) // 2])
+    (d / "text.docx").write_bytes(b"Meeting notes, saved with the wrong name.\n" * 20)
+    (d / "cut.docx").write_bytes(good_docx[:len(good_docx) // 2])
+    files = {
+        "encrypted_pdf": (docmaker.encrypted_pdf(d / "locked.pdf"), "pdf"),
+        "truncated_pdf": (d / "truncated.pdf", "pdf"),
+        "drawing_pdf": (docmaker.drawing_pdf(d / "scan.pdf"), "pdf"),
+        "not_a_zip_docx": (d / "text.docx", "docx"),
+        "cut_zip_docx": (d / "cut.docx", "docx"),
+        "ole_docx": (docmaker.ole_docx(d / "protected.docx"), "docx"),
+        "zip_bomb_docx": (docmaker.zip_bomb_docx(d / "bomb.docx", mb=300), "docx"),
+        "good_pdf": (d / "good.pdf", "pdf"),
+    }
+    # The bomb is refused for what it would expand to, not for its size on disk.
+    assert files["zip_bomb_docx"][0].stat().st_size < 1 << 20
+    return files
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Any:
+    with Sandbox(timeout=10, memory_mb=1024) as sb:
+        yield sb
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("encrypted_pdf", "encrypted"),
+    ("truncated_pdf", "corrupt"),
+    ("drawing_pdf", "scanned"),
+    ("not_a_zip_docx", "corrupt"),
+    ("cut_zip_docx", "corrupt"),
+    ("ole_docx", "encrypted"),
+    ("zip_bomb_docx", "too_large"),
+])
+def test_unreadable_documents_are_skipped_for_their_reason(
+        hostile: dict[str, tuple[Path, str]], sandbox: Sandbox, name: str, reason: str) -> None:
+    path, fmt = hostile[name]
+    with pytest.raises(Skip) as info:
+        sandbox.extract(path, fmt)
+    assert info.value.reason == reason, info.value.detail
+    assert info.value.detail  # what was wrong, for the index report
+    # The worker is unharmed: the next document reads.
+    ex = sandbox.extract(*hostile["good_pdf"])
+    assert ex.unit == "page" and PAGE2 in ex.text
+
+
+def test_a_document_that_takes_too_long_times_out(tmp_path: Path) -> None:
+    # 200,000 empty pages: PDFium takes seconds to walk them (about 5 s on one laptop core,
+    # against the 1 s allowed).
+    slow = docmaker.many_pages_pdf(tmp_path / "slow.pdf", 200_000)
+    good = docmaker.report_pdf(tmp_path / "good.pdf")
+    with Sandbox(timeout=1.0, memory_mb=1024) as sb:
+        t0 = time.monotonic()
+        with pytest.raises(Skip) as info:
+            sb.extract(slow, "pdf")
+        assert info.value.reason == "timed_out"
+        assert time.monotonic() - t0 < 10
+        # A new worker reads the next file.
+        assert PAGE2 in sb.extract(good, "pdf").text
+
+
+def test_a_document_needing_more_memory_than_allowed(tmp_path: Path) -> None:
+    # 3 million paragraphs: lxml's tree of them needs well over 512 MiB.
+    big = tmp_path / "big.html"
+    big.write_bytes(b"<!DOCTYPE html><html><body>" + b"<p>word</p>" * 3_000_000
+                    + b"</body></html>")
+    good = docmaker.report_pdf(tmp_path / "good.pdf")
+    with Sandbox(timeout=60, memory_mb=512) as sb:
+        with pytest.raises(Skip) as info:
+            sb.extract(big, "html")
+        assert info.value.reason in ("too_large", "corrupt"), info.value.detail
+        assert PAGE2 in sb.extract(good, "pdf").text
+
+
+# -- End to end: index, search, cache -------------------------------------------------------
+
+# id → (query, path of the expected top hit, its unit, the anchor the sentence is on)
+QUERIES: dict[str, tuple[str, str, str | None, int | None]] = {
+    "pdf": (PAGE2, "report.pdf", "page", 2),
+    "epub": ("A schooner loaded with oranges ran aground on the northern reef", "book.epub",
+             "chapter", 2),
+    "docx": ("Receipts must be uploaded to the expense portal within thirty days",
+             "handbook.docx", "page", 2),
+    "pptx": ("Two backend engineers", "deck.pptx", "slide", 2),
+    "html": ("Discard half of the starter and feed it equal weights of rye flour", "blog.html",
+             None, None),
+    "template": ("{% for invoice in invoices %}", "templates/invoices.html", None, None),
+}
+DOCUMENTS = {"report.pdf", "handbook.docx", "book.epub", "deck.pptx", "blog.html"}
+
+
+def _library(root: Path) -> Path:
+    """A folder of documents: five readable, an encrypted PDF, a broken DOCX and a template."""
+    root.mkdir(parents=True)
+    docmaker.report_pdf(root / "report.pdf")
+    docmaker.handbook_docx(root / "handbook.docx", filler=4)
+    docmaker.book_epub(root / "book.epub", filler=10)
+    docmaker.deck_pptx(root / "deck.pptx", filler=10)
+    (root / "blog.html").write_text(docmaker.ARTICLE_PAGE)
+    (root / "templates").mkdir()
+    (root / "templates" / "invoices.html").write_text(docmaker.TEMPLATE)
+    docmaker.encrypted_pdf(root / "locked.pdf")
+    good = (root / "handbook.docx").read_bytes()
+    (root / "broken.docx").write_bytes(good[:len(good) // 2])
+    return root
+
+
+def _cli_json(*args: str, env: dict[str, str] | None = None) -> Any:
+    proc = run_cli(*args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _index(root: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    return _cli_json("index", str(root), "--json", env=env)
+
+
+def _index_files(root: Path) -> dict[str, Any]:
+    return recorded(root)
+
+
+def _cached_keys(root: Path) -> set[str]:
+    return {p.name.split(".", 1)[0] for p in (root / ".hydra-index" / "extracted").iterdir()}
+
+
+def _stored_ids(root: Path) -> set[str]:
+    from hydra_rag.store.index_dir import Store
+
+    store = Store(root)
+    return {i for t in ("code", "prose") for i in store.id_counts(t)}
+
+
+@pytest.fixture(scope="module")
+def library(session_home: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The library folder indexed once, and what the commands said about it then: the index
+    report, the dry run (JSON and text), files.db, the cache, and searches (JSON for each of
+    QUERIES and the text of one). Tests that change the folder may: the others read these."""
+    root = _library(tmp_path_factory.mktemp("lib") / "library")
+    got: dict[str, Any] = {"root": root, "index": _index(root)}
+    got["files"] = _index_files(root)
+    got["cached"] = _cached_keys(root)
+    with gzip.open(root / ".hydra-index" / "extracted" / f"{got['files']['report.pdf']['doc']['key']}"
+                   ".json.gz", "rt") as f:
+        got["report_text"] = json.load(f)["text"]
+    got["dry_run"] = _cli_json("index", str(root), "--dry-run", "--json")
+    proc = run_cli("index", str(root), "--dry-run", env={"COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    got["dry_run_text"] = proc.stderr
+    queries = root.parent / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": k, "text": q}) + "\n"
+                               for k, (q, *_) in QUERIES.items()))
+    proc = run_cli("search", "--queries", str(queries), "--path", str(root), "-k", "10")
+    assert proc.returncode == 0, proc.stderr
+    got["search"] = {r["query_id"]: r["results"] for r in map(json.loads, proc.stdout.splitlines())}
+    proc = run_cli("search", PAGE2, "--path", str(root), "-k", "1", env={"COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    got["search_text"] = proc.stdout
+    return got
+
+
+def test_index_reports_document_skips(library: dict[str, Any]) -> None:
+    rep, files = library["index"], library["files"]
+    assert rep["files_indexed"] == 6  # five documents and the template
+    assert rep["files_skipped"].get("encrypted") == 1 and rep["files_skipped"].get("corrupt") == 1
+    assert set(rep["document_problems"]) == {"locked.pdf", "broken.docx"}
+    assert rep["document_problems"]["locked.pdf"].startswith("encrypted: ")
+    assert rep["document_problems"]["broken.docx"].startswith("corrupt: ")
+    assert rep["documents_extracted"] == 5
+    assert files["locked.pdf"]["skip"] == "encrypted" and files["locked.pdf"]["chunks"] == []
+    assert files["broken.docx"]["skip"] == "corrupt"
+    # The template is code, searched as written; the page is prose read from its article.
+    assert files["templates/invoices.html"]["kind"] == "code"
+    assert not files["templates/invoices.html"].get("doc")
+    assert {rel for rel, e in files.items() if e.get("doc")} == DOCUMENTS
+    assert all(files[rel]["kind"] == "prose" for rel in DOCUMENTS)
+    pdf = files["report.pdf"]["doc"]
+    assert (pdf["format"], pdf["unit"], len(pdf["starts"])) == ("pdf", "page", 4)
+    # Every indexed document's text is cached by its content.
+    assert library["cached"] == {files[rel]["doc"]["key"] for rel in DOCUMENTS}
+    assert PAGE2 in library["report_text"]
+
+
+def test_dry_run_lists_the_document_skips(library: dict[str, Any]) -> None:
+    rep = library["dry_run"]
+    assert rep["skipped"]["encrypted"] == ["locked.pdf"]
+    assert rep["skipped"]["corrupt"] == ["broken.docx"]
+    assert rep["document_problems"]["locked.pdf"].startswith("encrypted: ")
+    assert rep["document_problems"]["broken.docx"].startswith("corrupt: ")
+    kinds = {f["path"]: f["kind"] for f in rep["files"]}
+    assert kinds == {**{rel: "prose" for rel in DOCUMENTS}, "templates/invoices.html": "code"}
+    assert "locked.pdf: encrypted: password-protected" in library["dry_run_text"]
+
+
+def test_search_cites_the_page_and_section(library: dict[str, Any]) -> None:
+    top = library["search"]["pdf"][0]
+    assert top["path"] == "report.pdf" and top["kind"] == "prose"
+    assert (top["page_start"], top["page_end"], top["page_unit"]) == (2, 2, "page")
+    assert top["section"] == "Field Season"
+    assert PAGE2 in top["text"]
+    assert "report.pdf p. 2 " in library["search_text"]
+    assert "§ Field Season" in library["search_text"]
+
+
+@pytest.mark.parametrize("qid", [q for q in QUERIES if q != "pdf"])
+def test_search_finds_each_format(library: dict[str, Any], qid: str) -> None:
+    query, path, unit, at = QUERIES[qid]
+    hits = library["search"][qid]
+    assert hits[0]["path"] == path and query in hits[0]["text"]
+    assert hits[0]["page_unit"] == unit
+    if at is None:
+        assert hits[0]["page_start"] is None and hits[0]["page_end"] is None
+    else:
+        # A chunk may run on from the previous chapter or page, never further.
+        assert at - 1 <= hits[0]["page_start"] <= at == hits[0]["page_end"]
+    assert hits[0]["kind"] == ("code" if qid == "template" else "prose")
+    assert all(h["path"] not in ("locked.pdf", "broken.docx") for h in hits)
+
+
+def test_eval_and_get_read_a_document_by_page(library: dict[str, Any]) -> None:
+    root = library["root"]
+    questions = root.parent / "questions.jsonl"
+    questions.write_text(
+        json.dumps({"id": "right", "question": PAGE2, "path": "report.pdf", "page": 2,
+                    "quote": "Ptarmigan nests were found"}) + "\n"
+        + json.dumps({"id": "wrong", "question": PAGE2, "path": "report.pdf", "page": 4,
+                      "quote": "Ptarmigan nests were found"}) + "\n")
+    rep = _cli_json("eval", str(questions), "--path", str(root), "-k", "3", "--json")
+    got = {r["id"]: r for r in rep["results"]}
+    assert got["right"]["rank"] == 1 and got["right"]["label"] == "ok"
+    # The quote is in the document (in its extracted text): not a data problem, the page is.
+    assert got["wrong"]["rank"] is None and got["wrong"]["label"] != "data"
+
+    ex = _cli_json("get", str(root / "report.pdf"), "--page", "2", "--json")
+    assert (ex["page_start"], ex["page_end"], ex["page_unit"], ex["anchor"]) == (2, 2, "page",
+                                                                                  "p. 2")
+    assert any(PAGE2 in line for line in ex["lines"])
+    both = run_cli("get", f"{root / 'report.pdf'}:1-3", "--page", "2")
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_later_runs_extract_and_embed_only_what_changed(library: dict[str, Any]) -> None:
+    root = library["root"]
+    # Unchanged: nothing read, and the unreadable documents are not tried again.
+    again = _index(root)
+    assert (again["documents_extracted"], again["files_unchanged"], again["chunks_added"]) == (0, 6, 0)
+    assert again["files_skipped"].get("encrypted") == 1 and again["files_skipped"].get("corrupt") == 1
+
+    # Touched (same bytes, new mtime): its content hash is unchanged, so it is only re-recorded.
+    st = (root / "report.pdf").stat()
+    os.utime(root / "report.pdf", ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    touched = _index(root)
+    assert (touched["files_indexed"], touched["files_touched"]) == (0, 1)
+    assert (touched["documents_extracted"], touched["chunks_added"], touched["chunks_removed"]) == (0, 0, 0)
+    assert _cached_keys(root) == library["cached"]
+
+    # One section of the handbook changed: only its chunks are embedded again.
+    before = _index_files(root)["handbook.docx"]
+    assert len(before["chunks"]) >= 4
+    sections = [*docmaker.HANDBOOK[:2],
+                ("Security", ["Visitors sign in at reception and wear a badge at all times."])]
+    docmaker.handbook_docx(root / "handbook.docx", sections=sections, filler=4)
+    changed = _index(root)
+    assert changed["files_indexed"] == 1 and changed["documents_extracted"] == 1
+    assert changed["chunks_reused"] > 0
+    assert 0 < changed["chunks_added"] < len(before["chunks"])
+    after = _index_files(root)["handbook.docx"]
+    assert after["doc"]["key"] != before["doc"]["key"]
+    # The handbook's old text leaves the cache with it.
+    assert _cached_keys(root) == library["cached"] - {before["doc"]["key"]} | {after["doc"]["key"]}
+    assert set(after["chunks"]) <= _stored_ids(root)
+
+    # A deleted document: its chunks, its record and its cached text go.
+    epub = _index_files(root)["book.epub"]
+    (root / "book.epub").unlink()
+    gone = _index(root)
+    assert gone["files_removed"] == 1 and gone["chunks_removed"] == len(epub["chunks"])
+    assert epub["doc"]["key"] not in _cached_keys(root) and len(_cached_keys(root)) == 4
+    assert "book.epub" not in _index_files(root)
+    assert not set(epub["chunks"]) & _stored_ids(root)
+    documents = (root / ".hydra-index").rglob("documents.json")
+    assert all("book.epub" not in json.loads(p.read_text()) for p in documents)
+
+
+def test_max_document_mb_skips_larger_documents(library: dict[str, Any]) -> None:
+    root = library["root"]
+    _index(root)  # whatever an earlier test changed
+    sizes = sorted((p.stat().st_size, p.name) for p in root.iterdir()
+                   if p.is_file() and format_of(p.name))
+    (second, _), (largest, name) = sizes[-2:]
+    assert largest > second
+    env = {"HYDRA_RAG_MAX_DOCUMENT_MB": f"{(second + largest) / 2 / (1 << 20):.6f}"}
+    dry = _cli_json("index", str(root), "--dry-run", "--json", env=env)
+    assert dry["skipped"]["too_large"] == [name]
+    chunks = _index_files(root)[name]["chunks"]
+    assert chunks
+    rep = _index(root, env=env)
+    assert rep["files_skipped"].get("too_large") == 1
+    assert rep["chunks_removed"] == len(chunks) and not set(chunks) & _stored_ids(root)
+    assert name not in _index_files(root)
