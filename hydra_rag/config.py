@@ -53,6 +53,12 @@ class Settings:
     rerank: bool = False  # reorder the first `rerank_top` fused candidates with `reranker`
     reranker: str = "ms-marco-minilm-l12"
     rerank_top: int = 20  # candidates the reranker reads per search (1-100)
+    # Prompt tokens the retrieved passages may take in a chat turn; each is narrowed to the
+    # lines around its best matches (0: whole chunks). See hydra_rag.answer.budget.
+    context_tokens: int = 800
+    # How a follow-up ("where is it defined?") is searched: "carry" puts the subject of the
+    # question before it into the query; "off" searches it as typed (with the question before).
+    follow_up: str = "carry"
 
     def embedder_for(self, table: str) -> str:
         """The embedder id chosen for the `code` or `prose` table."""
@@ -113,7 +119,21 @@ def load_settings(**flags: Any) -> Settings:
         if value is not None:
             settings = replace(settings, **{name: _coerce(name, value, types[name], f"--{name}")})
     _check_key_env(settings)
+    _check_answering(settings)
     return settings
+
+
+FOLLOW_UPS = ("carry", "off")
+
+
+def _check_answering(settings: Settings) -> None:
+    """The chat's settings, checked before a sidecar starts."""
+    if settings.follow_up not in FOLLOW_UPS:
+        raise ConfigError(f"follow_up must be one of {', '.join(FOLLOW_UPS)}, "
+                          f"not {settings.follow_up!r}")
+    if settings.context_tokens < 0:
+        raise ConfigError(f"context_tokens must be 0 (whole chunks) or more, "
+                          f"not {settings.context_tokens}")
 
 
 def _check_key_env(settings: Settings) -> None:

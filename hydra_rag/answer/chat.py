@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.answer import sessions
+from hydra_rag.answer.budget import fit
 from hydra_rag.answer.citations import CitationReport, check_citations
+from hydra_rag.answer.followup import plan
 from hydra_rag.answer.prompt import Prompt, Source, Turn, build_prompt
 from hydra_rag.catalog import ChatModel
 from hydra_rag.config import Settings
@@ -42,6 +44,8 @@ class TurnResult:
     notes: list[str] = field(default_factory=list)
     multi: bool = False  # the chat spans several folders: sources name theirs
     finish: str = ""  # the model's finish_reason: "stop", or "length" when cut at max_tokens
+    # Seconds: retrieval (search and fitting the context), to the first token, the whole turn
+    timings: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +54,7 @@ class TurnResult:
             "citations": self.citations.to_json(),
             "retrieval": self.retrieval,
             "usage": self.usage,
+            "timings": self.timings,
             "no_context": self.no_context,
         }
 
@@ -90,6 +95,9 @@ class Chat:
             "stores": [str(r) for r in roots],
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "turns": []}
         self.last: TurnResult | None = None
+        # Questions asked before this chat (an MCP client's conversation): searched with, like
+        # the history's, but not sent to the model, having no answers.
+        self.earlier: list[str] = []
         self._stop = threading.Event()
         threading.Thread(target=self._keepalive, daemon=True, name="hydra-keepalive").start()
 
@@ -118,33 +126,45 @@ class Chat:
         return self.model.context - max_tokens - MARGIN
 
     def retrieve(self, question: str) -> tuple[list[Source], dict[str, Any], bool]:
-        """Sources for a question, best first; a follow-up also searches with the turn before."""
+        """Sources for a question, best first, each narrowed to the context budget. A
+        follow-up that leans on an earlier question ("where is it defined?") is searched with
+        that question's subject; another one also with the question before it."""
         assert self.searcher is not None
-        previous = self.history[-1].user if self.history else None
-        also = f"{previous} {question}" if previous else None
-        hits = self.searcher.search(question, self.top_k, also=also)
+        earlier = [*self.earlier, *(t.user for t in self.history)]
+        query, carried, also = plan(question, earlier, self.settings.follow_up)
+        hits = self.searcher.search(query, self.top_k, also=also)
         self.warnings = list(self.searcher.warnings)
         # The model is not asked to answer from passages that do not bear on the question
         # (hydra_rag.search.evidence.weak): with none left, the folder has nothing on it.
         # A follow-up counts with the question before it, as it was searched.
         relevant = [h for h in hits
-                    if not weak(h, question) or (also is not None and not weak(h, also))]
+                    if not weak(h, query) or (also is not None and not weak(h, also))]
         names = store_names(self.roots)
-        sources = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text, h.section,
-                          names.get(h.store, ""), h.page_start, h.page_end, h.page_unit)
-                   for i, h in enumerate(relevant, start=1)]
-        info = {"query": question, "also": also, "hits": [
-            {"store": h.store, "path": h.path, "line_start": h.line_start,
-             "line_end": h.line_end, "score": round(h.score, 6), "ranks": h.ranks,
-             "similarity": None if h.similarity is None else round(h.similarity, 4)}
-            for h in hits]}
+        whole = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text, h.section,
+                        names.get(h.store, ""), h.page_start, h.page_end, h.page_unit)
+                 for i, h in enumerate(relevant, start=1)]
+        sources = fit(whole, query, self.count, self.settings.context_tokens)
+        info = {"query": query, "question": question, "carried": carried, "also": also,
+                "context_tokens": self.settings.context_tokens, "hits": [
+                    {"store": h.store, "path": h.path, "line_start": h.line_start,
+                     "line_end": h.line_end, "score": round(h.score, 6), "ranks": h.ranks,
+                     "similarity": None if h.similarity is None else round(h.similarity, 4)}
+                    for h in hits]}
         return sources, info, bool(relevant)
+
+    def prompt(self, question: str, sources: list[Source]) -> Prompt:
+        """The messages of a turn: system prompt and persona, the earlier turns, then the
+        passages and the question. What stays the same from turn to turn comes first, so that
+        llama.cpp reuses its evaluation of that prefix from the turn before."""
+        return build_prompt(question, sources, self.history, self.count, self.budget(),
+                            system=self.system, use_context=self.use_rag)
 
     def ask(self, question: str, on_token: Callable[[str], None] = lambda _t: None) -> TurnResult:
         """One turn: retrieve, prompt, stream, check, save."""
         question = question.strip()
         if not question:
             raise HydraError("the question is empty")
+        start = time.perf_counter()
         sources: list[Source] = []
         retrieval: dict[str, Any] = {"query": question, "hits": []}
         if self.use_rag:
@@ -156,14 +176,23 @@ class Chat:
                           "or turn retrieval off with /rag off.")
                 result = TurnResult(question, answer, [], CitationReport(), retrieval,
                                     {"prompt_tokens": 0, "completion_tokens": 0}, no_context=True)
+                took = round(time.perf_counter() - start, 3)
+                result.timings = {"retrieval_s": took, "total_s": took}
                 self._record(result)
                 return result
-        prompt = build_prompt(question, sources, self.history, self.count,
-                              self.budget(), system=self.system, use_context=self.use_rag)
+        retrieved = time.perf_counter()
+        prompt = self.prompt(question, sources)
         # A health check per turn (milliseconds): a sidecar that died is started again.
         self.sidecar = connect_chat(self.model, self.settings)
+        first: list[float] = []
+
+        def heard(piece: str) -> None:
+            if not first:
+                first.append(time.perf_counter())
+            on_token(piece)
+
         try:
-            answer, finish = stream_chat(self.sidecar, prompt.messages, self.params, on_token)
+            answer, finish = stream_chat(self.sidecar, prompt.messages, self.params, heard)
             interrupted = False
         except KeyboardInterrupt:
             answer, finish, interrupted = "", "interrupted", True
@@ -173,6 +202,10 @@ class Chat:
         result = TurnResult(question, answer, prompt.sources, cites, retrieval, usage, prompt,
                             interrupted=interrupted, multi=len(self.roots) > 1,
                             finish=finish)
+        end = time.perf_counter()
+        result.timings = {"retrieval_s": round(retrieved - start, 3),
+                          **({"first_token_s": round(first[0] - start, 3)} if first else {}),
+                          "total_s": round(end - start, 3)}
         result.notes += self.warnings  # folders skipped, a folder being rebuilt
         if prompt.dropped_sources or prompt.dropped_turns:
             result.notes.append(f"to fit the model's context, {prompt.dropped_sources} passage(s) "

@@ -13,7 +13,8 @@ from hydra_rag.paths import dirs
 
 HELP = """commands:
   /sources        sources of the last answer
-  /context        the prompt sent for the last answer
+  /context        the prompt sent for the last answer, and the query searched
+  /time           how long the last answer took (retrieval, first token, whole)
   /rag on|off     retrieval on every turn, or not
   /k N            passages retrieved per turn
   /reset          forget the conversation (the saved session too, once you save)
@@ -21,6 +22,14 @@ HELP = """commands:
   /help           this list
   /quit           leave (Ctrl-D works too)
 end a line with \\ to continue on the next line; Ctrl-C stops an answer"""
+
+
+# The shipped chat models small enough for the demo and the tests, and too weak to trust: the
+# first chat with one says how to bring a stronger model (BENCHMARKS.md "Answers").
+DEMO_MODELS = ("smollm2-135m",)
+STRONGER = ("note: this is a tiny demo model and its answers are often wrong; for better ones "
+            "use a stronger GGUF (`hydra-rag models add NAME FILE.gguf`) or an Ollama or "
+            "llama.cpp server (a model entry with `url:`, README \"Chat\")")
 
 
 def render_sources(result: TurnResult) -> list[str]:
@@ -42,9 +51,26 @@ def render_checks(result: TurnResult) -> list[str]:
 
 
 def render_context(result: TurnResult | None) -> str:
+    """The query searched (with the subject a follow-up carried) and the prompt sent."""
     if result is None or result.prompt is None:
         return "(no prompt sent yet)"
-    return "\n\n".join(f"--- {m['role']} ---\n{m['content']}" for m in result.prompt.messages)
+    r = result.retrieval
+    head = []
+    if r.get("query"):
+        carried = f" (subject carried from earlier: {r['carried']})" if r.get("carried") else ""
+        head.append(f"--- searched: {r['query']}{carried} ---")
+    head.append(f"--- {len(result.sources)} passage(s), {result.prompt.tokens} prompt tokens ---")
+    return "\n".join(head) + "\n\n" + "\n\n".join(
+        f"--- {m['role']} ---\n{m['content']}" for m in result.prompt.messages)
+
+
+def render_timings(result: TurnResult | None) -> str:
+    """`retrieval 0.21 s · first token 1.80 s · total 4.02 s` of a turn."""
+    if result is None or not result.timings:
+        return "(no answer yet)"
+    names = (("retrieval_s", "retrieval"), ("first_token_s", "first token"), ("total_s", "total"))
+    return " · ".join(f"{label} {result.timings[k]:.2f} s" for k, label in names
+                      if k in result.timings)
 
 
 class Repl:
@@ -71,6 +97,8 @@ class Repl:
             say("\n".join(render_sources(last)) if last and last.sources else "(no sources)")
         elif cmd == "context":
             say(render_context(self.chat.last))
+        elif cmd == "time":
+            say(render_timings(self.chat.last))
         elif cmd == "rag":
             if arg not in ("on", "off"):
                 say("usage: /rag on|off")
@@ -158,6 +186,8 @@ class Repl:
         print(f"chatting with {self.chat.model.id}"
               + (f" over {', '.join(map(str, self.chat.roots))}" if self.chat.roots else "")
               + f" — session {self.chat.name}; /help for commands", file=self.err)
+        if self.chat.model.id in DEMO_MODELS:
+            print(STRONGER, file=self.err)
         try:
             self._loop()
         except KeyboardInterrupt:

@@ -65,6 +65,7 @@ def run_checks(root: Path | None) -> list[Check]:
                 # Needed only for a folder in a language the chosen embedders do not know.
                 check = replace(check, status="warn", detail=check.detail + " (foreign_embedder)")
             checks.append(check)
+    checks.append(_chat_check(settings))
     if settings.rerank:
         checks.append(_reranker_check(settings))
     for rec in sidecar.all_records():  # before their records go: why a sidecar is gone
@@ -138,6 +139,27 @@ def _crash_check(name: str, exc: SidecarCrash) -> Check:
 
     fix = rebuild_command() if exc.signal in BUILD_SIGNALS else ""
     return Check("fail", name, "\n".join(str(exc).splitlines()[:2]), fix)
+
+
+def _chat_check(settings: Settings) -> Check:
+    """The chat model `ask` and `chat` use by default (a bundle's model): known, installed,
+    loadable, and it answers one token."""
+    from hydra_rag.catalog import get_model, load_bundles
+    from hydra_rag.models.chat import sidecar_spec
+
+    name = settings.default_model
+    try:
+        bundle = load_bundles().get(name)
+        model = get_model(bundle.base if bundle is not None else name)
+    except HydraError as exc:
+        return Check("fail", f"chat model {name}", str(exc), "hydra-rag models list")
+    label = f"chat model {model.id}"
+    path = model.model_path()
+    if model.url or path is None:
+        return Check("ok", label, f"served from {model.url}")
+    pull = f"hydra-rag models pull {model.id}"
+    check = _file_check(label, path, pull, f"{pull} --force")
+    return _self_test(check, sidecar_spec(model, settings)) if check.status == "ok" else check
 
 
 def _reranker_check(settings: Settings) -> Check:

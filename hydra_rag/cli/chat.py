@@ -54,7 +54,7 @@ def chat(
     temperature: _TEMP = None,
     max_tokens: _MAXTOK = None,
     show_context: Annotated[bool, typer.Option(
-        "--show-context", help="Print the prompt sent with each turn.")] = False,
+        "--show-context", help="Print the query searched and the prompt sent with each turn.")] = False,
     rerank: RERANK = None,
     rerank_top: RERANK_TOP = None,
 ) -> None:
@@ -95,9 +95,11 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     rerank: RERANK = None,
     rerank_top: RERANK_TOP = None,
+    show_context: Annotated[bool, typer.Option(
+        "--show-context", help="Print the query searched and the prompt sent.")] = False,
 ) -> None:
     """One question, one answer (with sources and the citation check)."""
-    from hydra_rag.answer.repl import render_checks, render_sources
+    from hydra_rag.answer.repl import render_checks, render_context, render_sources
 
     if len(words) > 2:
         raise typer.BadParameter("give the question as one argument (in quotes), after the "
@@ -129,10 +131,15 @@ def ask(
     finally:
         c.close()
     if as_json:
-        print_json(result.to_json())
+        doc = result.to_json()
+        if show_context:
+            doc["prompt"] = result.prompt.messages if result.prompt else []
+        print_json(doc)
         return
     if result.no_context:
         sys.stdout.write(result.answer)
     sys.stdout.write("\n")
     for line in render_sources(result) + render_checks(result):
         print(line)
+    if show_context:
+        print(render_context(result))

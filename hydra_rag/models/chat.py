@@ -15,9 +15,16 @@ from urllib.parse import urlsplit
 
 from hydra_rag.catalog import CHAT_PORTS, ChatModel
 from hydra_rag.config import Settings
-from hydra_rag.errors import HydraError, SidecarError
+from hydra_rag.errors import HydraError, SidecarCrash, SidecarError
 from hydra_rag.models.endpoint import REFUSED, KeyEnv
-from hydra_rag.models.sidecar import SidecarSpec, crash_of, ensure, log_tail
+from hydra_rag.models.sidecar import (
+    SidecarSpec,
+    crash_of,
+    ensure,
+    log_tail,
+    pid_is_sidecar,
+    read_record,
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,20 @@ def _v1(url: str) -> str:
     return base if base.endswith("/v1") else base + "/v1"
 
 
+def sidecar_spec(model: ChatModel, settings: Settings) -> SidecarSpec:
+    """How a chat model's local sidecar runs (it must have a model file)."""
+    path = model.model_path()
+    assert path is not None
+    return SidecarSpec(
+        id=model.id, role="chat", model_path=str(path), port=model.port,
+        # A 2048-token batch evaluated a 2,100-token RAG prompt 12% faster than 512 on 2 cores.
+        port_range=(CHAT_PORTS.start, CHAT_PORTS.stop - 1), n_ctx=model.context, n_batch=2048,
+        threads=settings.threads, idle_seconds=settings.sidecar_idle_minutes * 60,
+        chat_format=model.chat_format,
+        gpu_layers=settings.gpu_layers,
+    )
+
+
 def connect_chat(model: ChatModel, settings: Settings) -> ChatTarget:
     """A healthy endpoint serving `model`: its `url:` if it has one, else its sidecar."""
     if model.url:
@@ -61,15 +82,7 @@ def connect_chat(model: ChatModel, settings: Settings) -> ChatTarget:
     assert path is not None
     if not path.is_file():
         raise HydraError(f"model {model.id!r} is not installed — run `hydra-rag models pull {model.id}`")
-    spec = SidecarSpec(
-        id=model.id, role="chat", model_path=str(path), port=model.port,
-        # A 2048-token batch evaluated a 2,100-token RAG prompt 12% faster than 512 on 2 cores.
-        port_range=(CHAT_PORTS.start, CHAT_PORTS.stop - 1), n_ctx=model.context, n_batch=2048,
-        threads=settings.threads, idle_seconds=settings.sidecar_idle_minutes * 60,
-        chat_format=model.chat_format,
-        gpu_layers=settings.gpu_layers,
-    )
-    rec = ensure(spec, timeout=settings.sidecar_start_timeout)
+    rec = ensure(sidecar_spec(model, settings), timeout=settings.sidecar_start_timeout)
     return ChatTarget(f"{rec.url}/v1", rec.id, rec.log)
 
 
@@ -96,6 +109,22 @@ def stream_chat(target: ChatTarget, messages: list[dict[str, str]], params: dict
             failures.append(str(exc).splitlines()[0])
     raise SidecarError("every server of chat model "
                        f"{target.model_name!r} failed: " + "; ".join(failures))
+
+
+def _raise_if_gone(target: ChatTarget) -> None:
+    """A sidecar that died during a turn: by a signal its log reports (what it means, and the
+    log's lines where it died), or without a word (kill -9, the OOM killer), said in one line
+    with its log: the log's tail is then llama.cpp's loading report, a screen of model
+    metadata that says nothing of the death."""
+    crash = crash_of(target.model_name)
+    if crash is not None:
+        raise crash from None
+    rec = read_record(target.model_name)
+    if rec is None or not pid_is_sidecar(rec.pid, rec.id):
+        raise SidecarCrash(f"chat model {target.model_name!r} crashed during the answer: its "
+                           "process is gone and left no report (killed from outside: out of "
+                           f"memory, or by a user); log {target.log}; the next turn starts it "
+                           "again", "SIGKILL") from None
 
 
 def _stream_one(target: ChatTarget, messages: list[dict[str, str]], params: dict[str, Any],
@@ -143,9 +172,8 @@ def _stream_one(target: ChatTarget, messages: list[dict[str, str]], params: dict
             raise OSError("the stream ended before [DONE]")
         return "".join(parts), finish
     except (OSError, http.client.HTTPException) as exc:
-        crash = crash_of(target.model_name) if target.log else None
-        if crash is not None:
-            raise crash from None
+        if target.log:
+            _raise_if_gone(target)
         where = f"; log {target.log}:\n{log_tail(Path(target.log))}" if target.log else ""
         raise SidecarError(f"chat model {target.describe()} stopped answering ({exc}){where}"
                            ) from None

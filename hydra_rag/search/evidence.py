@@ -91,15 +91,13 @@ def _needles(query: str) -> list[str]:
     return [n.lower() for n in exact if n]
 
 
-def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINES) -> list[Line]:
-    """The lines of a chunk that best match the query, in file order: the ones holding its
-    exact string first, then those with the most distinct query words. When no line matches
-    (a hit found by meaning alone), the first non-blank lines."""
+def _scored(text: str, query: str) -> list[tuple[float, list[tuple[int, int]]]]:
+    """Each line's score against the query (10 per exact string it holds, 1 per distinct
+    query word) and the character spans of its matches."""
     terms = set(query_terms(query))
     needles = [re.compile(re.escape(n), re.IGNORECASE) for n in _needles(query)]
-    scored: list[tuple[float, int, Line]] = []
-    lines = text.splitlines()  # as the chunker counts lines (\f, \r and \u2028 end one too)
-    for i, raw in enumerate(lines):
+    out = []
+    for raw in text.splitlines():  # as the chunker counts lines (\f, \r and \u2028 end one too)
         spans: list[tuple[int, int]] = []
         score = 0.0
         for n in needles:
@@ -112,9 +110,24 @@ def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINE
             if stem in terms:
                 seen.add(stem)
                 spans.append((a, b))
-        score += len(seen)
-        if score:
-            scored.append((-score, i, Line(line_start + i, raw, tuple(sorted(set(spans))))))
+        out.append((score + len(seen), spans))
+    return out
+
+
+def line_scores(text: str, query: str) -> tuple[list[float], list[int]]:
+    """Per line of a chunk: how well it matches the query (0: not at all), and where its first
+    match starts (0 when none)."""
+    scored = _scored(text, query)
+    return [s for s, _ in scored], [min(a for a, _ in spans) if spans else 0 for _, spans in scored]
+
+
+def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINES) -> list[Line]:
+    """The lines of a chunk that best match the query, in file order: the ones holding its
+    exact string first, then those with the most distinct query words. When no line matches
+    (a hit found by meaning alone), the first non-blank lines."""
+    lines = text.splitlines()
+    scored = [(-score, i, Line(line_start + i, lines[i], tuple(sorted(set(spans)))))
+              for i, (score, spans) in enumerate(_scored(text, query)) if score]
     if not scored:
         plain = [Line(line_start + i, raw, ()) for i, raw in enumerate(lines) if raw.strip()]
         return [_clip(x) for x in plain[:limit]]

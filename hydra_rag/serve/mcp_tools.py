@@ -85,8 +85,11 @@ def build(scope: Scope) -> Any:
         bundle: Annotated[str | None, Field(description="A bundle alias: its model, persona "
                                             "and folders.")] = None,
         k: Annotated[int | None, Field(ge=1, le=MAX_K, description="Passages to retrieve.")] = None,
+        earlier: Annotated[list[str] | None, Field(description=(
+            "The questions asked before this one in the conversation, oldest first: a "
+            "follow-up such as 'where is it defined?' is searched with their subject."))] = None,
     ) -> dict[str, Any]:
-        return await run(lambda: scope.ask(question, model, bundle, k))
+        return await run(lambda: scope.ask(question, model, bundle, k, earlier=earlier))
 
     @server.tool(description=(
         "The folders this server searches: path, name, tags, chunks per table (code, prose), "

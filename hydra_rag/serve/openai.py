@@ -181,7 +181,7 @@ def chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None
 def _extra(doc: dict[str, Any]) -> dict[str, Any]:
     return {"sources": doc["sources"], "citations": doc["citations"],
             "verdict": doc["verdict"], "problems": doc["problems"],
-            "no_context": doc["no_context"]}
+            "no_context": doc["no_context"], "timings": doc.get("timings") or {}}
 
 
 def last_chunks(cid: str, doc: dict[str, Any]) -> list[str]:

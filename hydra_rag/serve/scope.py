@@ -139,10 +139,11 @@ class Scope:
     # -- ask -------------------------------------------------------------------------------
 
     def ask(self, question: str, model: str | None = None, bundle: str | None = None,
-            k: int | None = None, on_token: Callable[[str], None] | None = None
-            ) -> dict[str, Any]:
+            k: int | None = None, on_token: Callable[[str], None] | None = None,
+            earlier: list[str] | None = None) -> dict[str, Any]:
         """An answer with numbered citations, its sources and the citation check: a bundle
-        retrieves from its own folders, a model from the scope's."""
+        retrieves from its own folders, a model from the scope's. `earlier`: the questions
+        asked before it, so that a follow-up ("where is it defined?") keeps their subject."""
         question = (question or "").strip()
         if not question:
             raise UsageError("the question is empty")
@@ -150,8 +151,12 @@ class Scope:
             raise UsageError("give a model or a bundle, not both")
         if k is not None and not 1 <= k <= MAX_K:
             raise UsageError(f"k must be from 1 to {MAX_K}, not {k}")
+        if earlier is not None and not (isinstance(earlier, list)
+                                        and all(isinstance(q, str) for q in earlier)):
+            raise UsageError("earlier must be a list of questions")
         chat = self.open_chat(bundle or model, bundle is not None, k)
         try:
+            chat.earlier = [q for q in (earlier or []) if q.strip()]
             result = chat.ask(question, on_token or (lambda _t: None))
         finally:
             chat.close()

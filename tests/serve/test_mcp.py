@@ -90,3 +90,24 @@ def test_ask_cites_and_checks(served: Path) -> None:
     assert got["verdict"] in ("ok", "problems") and isinstance(got["problems"], list)
     assert set(got["citations"]) == {"cited", "invalid", "quotes_not_found", "uncited"}
     assert _data(nothing)["verdict"] == "no context"
+
+
+def test_ask_follow_up_with_earlier_questions(served: Path) -> None:
+    write_tree(served, {"src/retry.py": (
+        "def upload_with_retries(blob, attempts=5):\n"
+        '    """Upload a blob, trying again up to `attempts` times."""\n'
+        "    for _ in range(attempts):\n"
+        "        if put(blob):\n"
+        "            return True\n"
+        "    return False\n")})
+    assert run_cli("index", str(served)).returncode == 0
+    _, (alone, followed) = _call(
+        ["--path", str(served)],
+        [("ask", {"question": "Where is it defined?", "k": 3}),
+         ("ask", {"question": "Where is it defined?", "k": 3,
+                  "earlier": ["What does upload_with_retries do?"]})])
+    got = _data(followed)
+    assert got["retrieval"]["query"] == "upload_with_retries Where is it defined?"
+    assert got["retrieval"]["carried"] == "upload_with_retries"
+    assert got["sources"][0]["path"] == "src/retry.py"
+    assert _data(alone)["retrieval"]["carried"] == ""

@@ -231,6 +231,8 @@ def test_openai_client_completion_carries_sources(server: Server) -> None:
     assert reply.usage is not None and reply.usage.prompt_tokens > 0
     assert 0 < reply.usage.completion_tokens <= 16
     assert reply.model_extra["verdict"] in ("ok", "problems")
+    timings = reply.model_extra["timings"]
+    assert 0 < timings["retrieval_s"] <= timings["first_token_s"] <= timings["total_s"]
 
     raw = client.chat.completions.with_raw_response.create(
         model="smollm2-135m", messages=[{"role": "user", "content": WATER}], max_tokens=4)

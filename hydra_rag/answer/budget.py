@@ -1,0 +1,151 @@
+"""The context budget (pure): what of each retrieved passage the model is sent.
+
+A chunk is up to 1,500 characters; five of them cost a small model on a CPU tens of seconds
+of prompt evaluation before the first token. The evidence for an answer is usually a few of
+those lines: the ones holding the question's words (hydra_rag.search.evidence). So each chunk
+is cut to windows around its best-matching lines, as `grep -C` would show them: the best line
+first, with the lines around it, then the next best line's window, and so on while the chunk's
+share of the budget lasts; what is left of the share widens the first window. Each window is
+a context entry of its own with its exact file and lines, so a citation [n] names the lines
+the model read and a quote is checked against them. Chunks are taken best first until the
+budget is spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from hydra_rag.answer.prompt import Source, neutralise
+from hydra_rag.search.evidence import line_scores
+
+# The smallest share of the budget a chunk is given, in tokens: a function signature with a
+# few lines of body, or two sentences of prose.
+MIN_SHARE = 96
+AROUND = 2  # lines shown on each side of a matching line before any window is widened
+MAX_WINDOWS = 3  # per chunk: each is an entry, with a header of its own
+CHARS_PER_TOKEN = 3  # to cut one overlong line (a paragraph) by characters, conservatively
+
+
+def _clip_line(line: str, cap: int, at: int) -> str:
+    """At most about `cap` tokens of one long line (a paragraph), around position `at`."""
+    width = cap * CHARS_PER_TOKEN
+    if len(line) <= width:
+        return line
+    start = max(0, min(at - width // 4, len(line) - width))
+    return ("…" if start else "") + line[start:start + width] + ("…" if start + width < len(line) else "")
+
+
+def entry_cost(s: Source, count: Callable[[str], int]) -> int:
+    """Tokens of a context entry as the prompt renders it (header, section, `| ` lines)."""
+    head = f"§ {s.section}\n" if s.section else ""
+    return count(f"[{s.n}] {s.label}\n{neutralise(head + s.text)}") + 2
+
+
+def windows(source: Source, query: str, count: Callable[[str], int], cap: int) -> list[Source]:
+    """The chunk as entries of at most `cap` tokens in all, around the lines that best match
+    `query` (the whole chunk when it fits already), in file order."""
+    if entry_cost(source, count) <= cap:
+        return [source]
+    lines = source.text.splitlines()
+    if not lines:
+        return [source]
+    scores, first_match = line_scores(source.text, query)
+    header = entry_cost(replace(source, text=""), count)
+    cost = [count("| " + x) + 1 for x in lines]
+    ranked = [i for i in sorted(range(len(lines)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
+    if not ranked:  # found by meaning alone: its first lines
+        ranked = [next((i for i, x in enumerate(lines) if x.strip()), 0)]
+    best = ranked[0]
+    if header + cost[best] > cap:  # one line longer than the share: the part around its match
+        text = _clip_line(lines[best], max(cap - header, 16), first_match[best])
+        n = source.line_start + best
+        return [replace(source, line_start=n, line_end=n, text=text)]
+    spans: list[list[int]] = []  # [lo, hi] of each window, the best first
+    left = cap
+
+    def span_cost(lo: int, hi: int) -> int:
+        return sum(cost[lo:hi + 1])
+
+    for i in ranked:
+        lo, hi = max(0, i - AROUND), min(len(lines) - 1, i + AROUND)
+        near = next((s for s in spans if lo <= s[1] + 1 and hi >= s[0] - 1), None)
+        if near is not None:  # joins a window it touches
+            extra = span_cost(min(lo, near[0]), max(hi, near[1])) - span_cost(*near)
+            if extra <= left:
+                near[0], near[1] = min(lo, near[0]), max(hi, near[1])
+                left -= extra
+            continue
+        if len(spans) == MAX_WINDOWS:
+            continue
+        need = header + span_cost(lo, hi)
+        if need > left:
+            if spans:
+                continue
+            lo = hi = i  # the first window: the line itself, widened below as it fits
+            need = header + cost[i]
+        spans.append([lo, hi])
+        left -= need
+    first = spans[0]
+    def free(j: int) -> bool:
+        return 0 <= j < len(lines) and cost[j] <= left and not any(
+            s is not first and s[0] - 1 <= j <= s[1] + 1 for s in spans)
+
+    grew = True
+    while grew:  # what is left widens the best window, a line each side in turn
+        grew = False
+        for below in (True, False):
+            j = first[1] + 1 if below else first[0] - 1
+            if free(j):
+                first[0], first[1] = min(first[0], j), max(first[1], j)
+                left -= cost[j]
+                grew = True
+    out = []
+    for lo, hi in sorted(spans):
+        while lo < hi and not lines[lo].strip():  # no blank lines at the edges
+            lo += 1
+        while hi > lo and not lines[hi].strip():
+            hi -= 1
+        out.append(replace(source, line_start=source.line_start + lo,
+                           line_end=source.line_start + hi, text="\n".join(lines[lo:hi + 1])))
+    return out
+
+
+def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
+        budget: int) -> list[Source]:
+    """The chunks cut to share `budget` tokens, best first, as entries numbered from 1; a
+    budget of 0 keeps whole chunks. Chunks that no longer fit are left out."""
+    if budget <= 0:
+        return list(sources)
+    out: list[Source] = []
+    left = budget
+    for i, s in enumerate(sources):
+        share = max(MIN_SHARE, left // (len(sources) - i))
+        if share > left:
+            break
+        for w in windows(s, query, count, share):
+            fresh = _unseen(w, out)  # chunks overlap: a line is sent once
+            if fresh is not None:
+                out.append(replace(fresh, n=len(out) + 1))
+                left -= entry_cost(out[-1], count)
+    return out
+
+
+def _unseen(w: Source, sent: list[Source]) -> Source | None:
+    """The entry without the lines an earlier entry of the same file already holds at its
+    start or end (None: all of them)."""
+    lo, hi = w.line_start, w.line_end
+    for s in sent:
+        if (s.store, s.path) != (w.store, w.path) or s.line_end < lo or s.line_start > hi:
+            continue
+        if s.line_start <= lo and hi <= s.line_end:
+            return None
+        if s.line_start <= lo:
+            lo = s.line_end + 1
+        elif hi <= s.line_end:
+            hi = s.line_start - 1
+        # (an earlier entry inside this one: both are kept, the later one whole)
+    if (lo, hi) == (w.line_start, w.line_end):
+        return w
+    lines = w.text.splitlines()[lo - w.line_start:hi - w.line_start + 1]
+    return replace(w, line_start=lo, line_end=hi, text="\n".join(lines))

@@ -1,0 +1,103 @@
+"""The context budget: passages narrowed to the lines around their best matches, with exact
+line ranges, best first, within the budget (pure: a word count stands in for the tokenizer)."""
+
+from __future__ import annotations
+
+from hydra_rag.answer.budget import entry_cost, fit, windows
+from hydra_rag.answer.prompt import Source
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+CODE = "\n".join([
+    "import os",
+    "",
+    "def unrelated(a, b):",
+    "    return a + b",
+    "",
+    "def send_from_directory(directory, path, **kwargs):",
+    "    \"\"\"Send a file from within a directory.\"\"\"",
+    "    path = safe_join(directory, path)",
+    "    if path is None:",
+    "        raise NotFound()",
+    "    return send_file(path, **kwargs)",
+    "",
+    "def other():",
+    "    pass",
+] + [f"# filler line number {i} with several words in it" for i in range(40)])
+
+
+def source(text: str = CODE, start: int = 100, n: int = 1, path: str = "flask/helpers.py") -> Source:
+    return Source(n, "/corpus", path, start, start + len(text.splitlines()) - 1, text)
+
+
+def test_a_passage_that_fits_is_kept_whole() -> None:
+    s = source("def f():\n    return 1")
+    assert windows(s, "f", words, 50) == [s]
+
+
+def _exact(s: Source, text: str, start: int) -> None:
+    """The entry's lines are the chunk's lines its label names."""
+    lines = text.splitlines()
+    assert s.text.splitlines() == lines[s.line_start - start:s.line_end - start + 1]
+
+
+def test_the_window_holds_the_best_match_and_its_exact_lines() -> None:
+    (s,) = windows(source(), "send_from_directory", words, 60)
+    assert "def send_from_directory(directory, path, **kwargs):" in s.text.splitlines()
+    assert entry_cost(s, words) <= 60
+    _exact(s, CODE, 100)
+    assert "filler line number 39" not in s.text
+
+
+def test_matches_far_apart_get_windows_of_their_own() -> None:
+    text = "\n".join(["class Auth:", "    name = 'basic'"] + [f"    # step {i} of many" for i in range(30)]
+                     + ["    headers['Authorization'] = token", "    return headers"])
+    got = windows(source(text, start=10), "which header does Auth set", words, 80)
+    assert len(got) == 2
+    for s in got:
+        _exact(s, text, 10)
+    assert "class Auth:" in got[0].text and "headers['Authorization']" in got[1].text
+    assert got[0].line_end < got[1].line_start
+    assert sum(entry_cost(s, words) for s in got) <= 80
+
+
+def test_a_long_single_line_is_cut_around_its_match() -> None:
+    para = " ".join(["lorem"] * 400) + " the hepatocyte marker is albumin " + " ".join(["ipsum"] * 400)
+    (s,) = windows(source(para, start=7), "which marker do hepatocytes express", words, 60)
+    assert s.line_start == s.line_end == 7
+    assert "marker" in s.text and len(s.text) < len(para) // 4
+    assert s.text.startswith("…") and s.text.endswith("…")
+
+
+def test_fit_shares_the_budget_and_renumbers() -> None:
+    sources = [source(n=i, path=f"f{i}.py") for i in range(1, 6)]
+    out = fit(sources, "send_from_directory", words, 200)
+    assert [s.n for s in out] == list(range(1, len(out) + 1))
+    assert [s.path for s in out] == [f"f{i}.py" for i in range(1, len(out) + 1)]
+    assert sum(entry_cost(s, words) for s in out) <= 200 + 10
+    assert len({s.path for s in out}) >= 2
+
+
+def test_budget_zero_keeps_whole_chunks() -> None:
+    sources = [source(n=i) for i in range(1, 4)]
+    assert fit(sources, "send_from_directory", words, 0) == sources
+
+
+def test_a_passage_without_matching_lines_keeps_its_first_lines() -> None:
+    (s,) = windows(source(), "zebra quagga", words, 20)
+    assert s.line_start == 100 and s.text.startswith("import os")
+
+
+def test_overlapping_chunks_send_each_line_once() -> None:
+    lines = CODE.splitlines()
+    a = source("\n".join(lines[:12]), start=1, n=1)
+    b = source("\n".join(lines[8:20]), start=9, n=2)
+    out = fit([a, b], "send_from_directory", words, 400)
+    sent = [(s.line_start, s.line_end) for s in out]
+    assert sent[0] == (1, a.line_end) and all(lo > a.line_end for lo, _ in sent[1:]), sent
+    assert len(sent) >= 2
+    for s in out:
+        _exact(s, CODE, 1)
