@@ -55,7 +55,7 @@ class Settings:
     rerank_top: int = 20  # candidates the reranker reads per search (1-100)
     # Prompt tokens the retrieved passages may take in a chat turn; each is narrowed to the
     # lines around its best matches (0: whole chunks). See hydra_rag.answer.budget.
-    context_tokens: int = 800
+    context_tokens: int = 600
     # How a follow-up ("where is it defined?") is searched: "carry" puts the subject of the
     # question before it into the query; "off" searches it as typed (with the question before).
     follow_up: str = "carry"
