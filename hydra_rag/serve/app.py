@@ -36,6 +36,15 @@ MAX_BODY = 1 << 20  # bytes of a request body
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+
+
+def _retrieved(job: asyncio.Future[Any]) -> None:
+    """Mark a turn's outcome as seen: a turn stopped because its client went away ends in
+    openai.Cancelled, which nobody may await once the response is gone; asyncio would log it
+    as a "Task exception was never retrieved", with a traceback."""
+    if not job.cancelled():
+        job.exception()
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -228,6 +237,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
                 cancelled = threading.Event()
                 job = asyncio.ensure_future(asyncio.to_thread(
                     openai.answer, scope, req, lambda _t: None, cancelled))
+                job.add_done_callback(_retrieved)
                 # Not streamed, the answer still stops when its client goes away.
                 while not job.done():
                     await asyncio.wait({job}, timeout=0.5)
@@ -256,6 +266,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
 
             job = asyncio.ensure_future(asyncio.to_thread(openai.answer, scope, req, push,
                                                           cancelled))
+            job.add_done_callback(_retrieved)
             job.add_done_callback(lambda _j: loop.call_soon_threadsafe(pieces.put_nowait, None))
             try:
                 while (piece := await pieces.get()) is not None:
