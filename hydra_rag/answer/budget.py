@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from hydra_rag.answer.prompt import Source, neutralise
-from hydra_rag.search.evidence import line_scores
+from hydra_rag.search.evidence import clip_around, line_scores
 
 # The smallest share of the budget a chunk is given, in tokens: a function signature with a
 # few lines of body, or two sentences of prose.
@@ -25,15 +25,6 @@ MIN_SHARE = 96
 AROUND = 2  # lines shown on each side of a matching line before any window is widened
 MAX_WINDOWS = 3  # per chunk: each is an entry, with a header of its own
 CHARS_PER_TOKEN = 3  # to cut one overlong line (a paragraph) by characters, conservatively
-
-
-def _clip_line(line: str, cap: int, at: int) -> str:
-    """At most about `cap` tokens of one long line (a paragraph), around position `at`."""
-    width = cap * CHARS_PER_TOKEN
-    if len(line) <= width:
-        return line
-    start = max(0, min(at - width // 4, len(line) - width))
-    return ("…" if start else "") + line[start:start + width] + ("…" if start + width < len(line) else "")
 
 
 def entry_cost(s: Source, count: Callable[[str], int]) -> int:
@@ -58,7 +49,8 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int) -
         ranked = [next((i for i, x in enumerate(lines) if x.strip()), 0)]
     best = ranked[0]
     if header + cost[best] > cap:  # one line longer than the share: the part around its match
-        text = _clip_line(lines[best], max(cap - header, 16), first_match[best])
+        width = max(cap - header, 16) * CHARS_PER_TOKEN
+        text, _ = clip_around(lines[best], first_match[best], width)
         n = source.line_start + best
         return [replace(source, line_start=n, line_end=n, text=text)]
     spans: list[list[int]] = []  # [lo, hi] of each window, the best first

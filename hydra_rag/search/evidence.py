@@ -135,20 +135,28 @@ def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINE
     return [_clip(line) for _, _, line in sorted(best, key=lambda t: t[1])]
 
 
+def clip_around(text: str, at: int, width: int) -> tuple[str, int]:
+    """At most `width` characters of `text`, starting a quarter of the width before position
+    `at`, with `…` where text was cut; and where in `text` the kept part starts."""
+    if len(text) <= width:
+        return text, 0
+    start = max(0, min(at - width // 4, len(text) - width))
+    lead = "…" if start else ""
+    tail = "…" if start + width < len(text) else ""
+    return lead + text[start : start + width] + tail, start
+
+
 def _clip(line: Line) -> Line:
     """At most LINE_CHARS of a line, around its first match; tabs and runs of spaces kept."""
     text = line.text.rstrip()
     if len(text) <= LINE_CHARS:
         return Line(line.number, text, tuple(s for s in line.spans if s[1] <= len(text)))
     first = line.spans[0][0] if line.spans else 0
-    start = max(0, min(first - LINE_CHARS // 4, len(text) - LINE_CHARS))
-    cut = text[start : start + LINE_CHARS]
-    lead = "…" if start else ""
-    tail = "…" if start + LINE_CHARS < len(text) else ""
-    shift = len(lead) - start
+    cut, start = clip_around(text, first, LINE_CHARS)
+    shift = (1 if start else 0) - start  # the leading `…`
     spans = tuple((a + shift, b + shift) for a, b in line.spans
                   if a >= start and b <= start + LINE_CHARS)
-    return Line(line.number, lead + cut + tail, spans)
+    return Line(line.number, cut, spans)
 
 
 def coverage(text: str, query: str) -> float:
