@@ -49,7 +49,7 @@ browser:
 	fi
 
 test: lint browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 bench: install
 	$(BIN)/python bench/index_throughput.py

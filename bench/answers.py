@@ -2,7 +2,7 @@
 their subject, and what the chat model answers.
 
     python bench/answers.py [--model smollm2-135m] [--budgets 0,300,450,600,800]
-                            [--answer-budgets 0,600] [--no-model]
+                            [--answer-budgets 0,600] [--no-model] [--follow-ups-only]
 
 The corpus is the source of `requests` and `flask` as installed beside hydra-rag (copied into
 bench/.work/answers/corpus/): real projects nobody here wrote. The questions were written by
@@ -12,6 +12,8 @@ it (the evidence) and a pattern a right answer matches.
 1. Follow-ups (retrieval only): for each pair of questions, the rank of the file holding the
    answer when the second is searched alone, with the first (`follow_up: off`), and with the
    first one's subject carried into it (`follow_up: carry`).
+1b. (with the model) The same follow-ups rewritten by the chat model (`follow_up: rewrite`):
+   its rewrite, the rank, and the time the rewrite adds.
 2. Context budget (no model): for each budget, the median prompt tokens of a first turn and the
    share of questions whose evidence line reaches the model.
 3. Answers (with the model, for --answer-budgets): prompt tokens, time to first token and to
@@ -119,7 +121,7 @@ def corpus() -> Path:
 
 def rank_of(hits: list, path: str) -> int | None:  # type: ignore[type-arg]
     for i, h in enumerate(hits, start=1):
-        if h.path == path:
+        if (h["path"] if isinstance(h, dict) else h.path) == path:
             return i
     return None
 
@@ -144,10 +146,39 @@ def follow_ups(searcher, k: int) -> None:  # type: ignore[no-untyped-def]
             tally[name].append(r)
             row.append("–" if r is None else str(r))
         print(f"| {first} → {second} | " + " | ".join(row) + " |")
+    summarise(tally)
+
+
+def summarise(tally: dict) -> None:  # type: ignore[type-arg]
     for name, ranks in tally.items():
         first = sum(r == 1 for r in ranks) / len(ranks)
         top3 = sum(r is not None and r <= 3 for r in ranks) / len(ranks)
-        print(f"{name:6} first: {first:.2f}  top 3: {top3:.2f}")
+        print(f"{name:7} first: {first:.2f}  top 3: {top3:.2f}")
+
+
+def rewrites(chat) -> None:  # type: ignore[no-untyped-def]
+    """`follow_up: rewrite`: the chat model rewrites each follow-up (as Chat.retrieve does)."""
+    print(f"\n## 1b. Follow-ups rewritten by {chat.model.id} (`follow_up: rewrite`)")
+    print("| follow-up | the model's rewrite (– : no use, the rule's query searched) | rank | "
+          "rewrite s |")
+    print("|---|---|---|---|")
+    base = chat.settings
+    chat.settings = replace(base, follow_up="rewrite")
+    ranks, took = [], []
+    for first, second, path in FOLLOW_UPS:
+        chat.reset()
+        chat.earlier = [first]
+        t0 = time.perf_counter()
+        _, info, _ = chat.retrieve(second)
+        took.append(time.perf_counter() - t0)
+        r = rank_of(info["hits"], path)
+        ranks.append(r)
+        print(f"| {second} | {info.get('rewritten') or '–'} | {'–' if r is None else r} | "
+              f"{took[-1]:.2f} |")
+    summarise({"rewrite": ranks})
+    print(f"median retrieval with the rewrite: {statistics.median(took):.2f} s")
+    chat.settings = base
+    chat.earlier = []
 
 
 def budgets(chat, values: list[int]) -> None:  # type: ignore[no-untyped-def]
@@ -218,6 +249,7 @@ def main() -> None:
     ap.add_argument("-k", type=int, default=5)
     ap.add_argument("--conversations", type=int, default=4)
     ap.add_argument("--no-model", action="store_true", help="parts 1 and 2 only")
+    ap.add_argument("--follow-ups-only", action="store_true", help="parts 1 and 1b only")
     args = ap.parse_args()
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
     root = corpus()
@@ -236,9 +268,13 @@ def main() -> None:
     chat = Chat(get_model(args.model), [root], settings, new=True, save=False, top_k=args.k,
                 params={"max_tokens": args.max_tokens, "temperature": 0.0})
     try:
+        if args.follow_ups_only:
+            rewrites(chat)
+            return
         budgets(chat, [int(x) for x in args.budgets.split(",")])
         if not args.no_model:
             t0 = time.perf_counter()
+            rewrites(chat)
             answers(chat, [int(x) for x in args.answer_budgets.split(",")])
             conversation(chat, args.conversations)
             print(f"\n(model parts took {time.perf_counter() - t0:.0f} s)")

@@ -123,7 +123,7 @@ def load_settings(**flags: Any) -> Settings:
     return settings
 
 
-FOLLOW_UPS = ("carry", "off")
+FOLLOW_UPS = ("carry", "rewrite", "off")
 
 
 def _check_answering(settings: Settings) -> None:

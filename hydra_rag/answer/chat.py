@@ -13,7 +13,7 @@ from typing import Any
 from hydra_rag.answer import sessions
 from hydra_rag.answer.budget import fit
 from hydra_rag.answer.citations import CitationReport, check_citations
-from hydra_rag.answer.followup import plan
+from hydra_rag.answer.followup import REWRITE_PARAMS, parse_rewrite, plan, rewrite_messages
 from hydra_rag.answer.prompt import Prompt, Source, Turn, build_prompt
 from hydra_rag.catalog import ChatModel
 from hydra_rag.config import Settings
@@ -22,6 +22,7 @@ from hydra_rag.models.chat import connect_chat, stream_chat
 from hydra_rag.models.sidecar import read_record, touch
 from hydra_rag.paths import store_names
 from hydra_rag.search.evidence import weak
+from hydra_rag.search.fuse import literal_terms
 
 # Tokens kept free beyond the answer's max_tokens, for template tokens the count misses.
 MARGIN = 32
@@ -132,6 +133,11 @@ class Chat:
         assert self.searcher is not None
         earlier = [*self.earlier, *(t.user for t in self.history)]
         query, carried, also = plan(question, earlier, self.settings.follow_up)
+        rewritten = None
+        if self.settings.follow_up == "rewrite" and earlier and not literal_terms(question):
+            rewritten = self.rewrite(question, earlier)
+            if rewritten is not None:  # the rule's query searched with it, lighter
+                query, carried, also = rewritten, "", query if query != rewritten else None
         hits = self.searcher.search(query, self.top_k, also=also)
         self.warnings = list(self.searcher.warnings)
         # The model is not asked to answer from passages that do not bear on the question
@@ -145,12 +151,21 @@ class Chat:
                  for i, h in enumerate(relevant, start=1)]
         sources = fit(whole, query, self.count, self.settings.context_tokens)
         info = {"query": query, "question": question, "carried": carried, "also": also,
+                **({"rewritten": rewritten} if rewritten is not None else {}),
                 "context_tokens": self.settings.context_tokens, "hits": [
                     {"store": h.store, "path": h.path, "line_start": h.line_start,
                      "line_end": h.line_end, "score": round(h.score, 6), "ranks": h.ranks,
                      "similarity": None if h.similarity is None else round(h.similarity, 4)}
                     for h in hits]}
         return sources, info, bool(relevant)
+
+    def rewrite(self, question: str, earlier: list[str]) -> str | None:
+        """The chat model's rewrite of a follow-up into a question that stands alone, or None
+        where its reply is no use (the rule's query is searched then)."""
+        self.sidecar = connect_chat(self.model, self.settings)
+        text, _ = stream_chat(self.sidecar, rewrite_messages(question, earlier),
+                              dict(REWRITE_PARAMS), lambda _piece: None)
+        return parse_rewrite(text, question)
 
     def prompt(self, question: str, sources: list[Source]) -> Prompt:
         """The messages of a turn: system prompt and persona, the earlier turns, then the

@@ -57,7 +57,8 @@ def render_context(result: TurnResult | None) -> str:
     r = result.retrieval
     head = []
     if r.get("query"):
-        carried = f" (subject carried from earlier: {r['carried']})" if r.get("carried") else ""
+        carried = (f" (subject carried from earlier: {r['carried']})" if r.get("carried") else
+                   " (the follow-up as the model rewrote it)" if r.get("rewritten") else "")
         head.append(f"--- searched: {r['query']}{carried} ---")
     head.append(f"--- {len(result.sources)} passage(s), {result.prompt.tokens} prompt tokens ---")
     return "\n".join(head) + "\n\n" + "\n\n".join(

@@ -309,6 +309,16 @@ def test_a_follow_up_keeps_its_subject(home: Path, tmp_path: Path) -> None:
                    "--new", *FAST, input=script, env={"HYDRA_RAG_FOLLOW_UP": "off"})
     out = proc.stdout.split("> Where is it defined?", 1)[1]
     assert "--- searched: Where is it defined? ---" in out
+    # Rewritten by the chat model (follow_up: rewrite), or where its reply is no use, carried.
+    proc = run_cli("chat", "smollm2-135m", "--rag", str(root), "--session", "t-follow-rewrite",
+                   "--new", *FAST, input=script, env={"HYDRA_RAG_FOLLOW_UP": "rewrite"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.split("> Where is it defined?", 1)[1]
+    searched = re.search(r"--- searched: (.*) ---", out)
+    assert searched and "send_from_directory" in searched[1], out
+    assert re.search(r"\((the follow-up as the model rewrote it|subject carried from earlier: "
+                     r"send_from_directory)\)", searched[1]), searched[1]
+    assert re.search(r"sources:\n  \[1\] src/helpers\.py:\d+-\d+", out), out
 
 
 def test_the_context_budget_sends_the_lines_that_match(home: Path, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hydra_rag.answer.followup import is_follow_up, search_query
+from hydra_rag.answer.followup import is_follow_up, parse_rewrite, rewrite_messages, search_query
 
 
 @pytest.mark.parametrize("earlier, question, query", [
@@ -37,3 +37,26 @@ def test_the_carried_subject_is_reported() -> None:
 def test_is_follow_up() -> None:
     assert is_follow_up("and this one?")
     assert not is_follow_up("How does the chunker split long lines?")
+
+
+def test_rewrite_messages_list_the_latest_questions() -> None:
+    msgs = rewrite_messages("Where is it defined?", ["a?", "b?", "c?", "What does f do?"])
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    assert msgs[-1]["content"] == ("Earlier questions:\n- b?\n- c?\n- What does f do?\n"
+                                   "Last question: Where is it defined?")
+
+
+@pytest.mark.parametrize("reply, parsed", [
+    ("Where is send_from_directory defined?", "Where is send_from_directory defined?"),
+    ('  \nRewritten question: "Where is send_from_directory defined?"\nmore',
+     "Where is send_from_directory defined?"),
+    ("- Where is send_from_directory defined?", "Where is send_from_directory defined?"),
+    ("", None),
+    ("where is it defined", None),  # not rewritten
+    ("   \n  ", None),
+    ("Where is merge_cookies called?", None),  # the worked example echoed
+    ("?!", None),  # no word with a topic
+    ("retry " * 300, None),  # far longer than a question
+])
+def test_parse_rewrite(reply: str, parsed: str | None) -> None:
+    assert parse_rewrite(reply, "Where is it defined?") == parsed
