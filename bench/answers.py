@@ -3,6 +3,7 @@ their subject, and what the chat model answers.
 
     python bench/answers.py [--model smollm2-135m] [--budgets 0,300,450,600,800]
                             [--answer-budgets 0,600] [--no-model] [--follow-ups-only]
+    python bench/answers.py --scifact 200 [--scifact-docs 600] [--budgets 0,600,1000]
 
 The corpus is the source of `requests` and `flask` as installed beside hydra-rag (copied into
 bench/.work/answers/corpus/): real projects nobody here wrote. The questions were written by
@@ -20,6 +21,10 @@ it (the evidence) and a pattern a right answer matches.
    the whole answer, the right file among the sources, the answer right by its pattern.
 4. A conversation of two turns (the second a follow-up): time to first token of each; the
    second reuses llama.cpp's evaluation of the prompt they share.
+5. (--scifact N, no model) SciFact claims over abstracts laid out as long reports (as
+   bench/retrieval_quality.py's `reports` set, --scifact-docs abstracts): for each budget, the
+   share of claims for which the passages sent to the model hold lines of an abstract judged
+   to support or refute the claim, and the median prompt tokens.
 """
 
 from __future__ import annotations
@@ -240,6 +245,41 @@ def conversation(chat, pairs: int) -> None:  # type: ignore[no-untyped-def]
     chat.reset()
 
 
+def scifact(model: str, n_claims: int, n_docs: int, values: list[int], k: int) -> None:
+    """Part 5: does the abstract that answers a claim reach the model under each budget?"""
+    import retrieval_quality as rq  # this folder's
+
+    from hydra_rag.answer.chat import Chat
+    from hydra_rag.catalog import get_model
+    from hydra_rag.config import load_settings
+
+    claims, qrels = rq.load("reports", n_claims)
+    keep = {d for q in claims for d in qrels[q["_id"]]}
+    folder, locate = rq.write_corpus("reports", keep, n_docs)
+    rq.index(folder)
+    print(f"\n## 5. SciFact claims ({len(claims)}) over {len(list(folder.glob('*.md')))} reports "
+          f"of abstracts, top {k}: an answering abstract's lines among the passages sent")
+    print("| context_tokens | median prompt tokens | an answering abstract reaches the model |")
+    print("|---|---|---|")
+    settings = load_settings()
+    chat = Chat(get_model(model), [folder], settings, new=True, save=False, top_k=k)
+    try:
+        for b in values:
+            chat.settings = replace(settings, context_tokens=b)
+            tokens, reached = [], 0
+            for q in claims:
+                sources, _, found = chat.retrieve(q["text"])
+                prompt = chat.prompt(q["text"], sources if found else [])
+                tokens.append(prompt.tokens)
+                shown = {d for s in prompt.sources
+                         for d in locate(s.path, s.line_start, s.line_end)}
+                reached += bool(shown & set(qrels[q["_id"]]))
+            print(f"| {b or 'whole chunks'} | {statistics.median(tokens):.0f} | "
+                  f"{reached / len(claims):.2f} |")
+    finally:
+        chat.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2-135m")
@@ -250,6 +290,9 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=4)
     ap.add_argument("--no-model", action="store_true", help="parts 1 and 2 only")
     ap.add_argument("--follow-ups-only", action="store_true", help="parts 1 and 1b only")
+    ap.add_argument("--scifact", type=int, default=0, metavar="N",
+                    help="part 5 only, with N claims")
+    ap.add_argument("--scifact-docs", type=int, default=600)
     args = ap.parse_args()
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
     root = corpus()
@@ -261,6 +304,10 @@ def main() -> None:
     from hydra_rag.config import load_settings
     from hydra_rag.search.retrieve import Searcher
 
+    if args.scifact:
+        scifact(args.model, args.scifact, args.scifact_docs,
+                [int(x) for x in args.budgets.split(",")], args.k)
+        return
     settings = load_settings()
     print(f"corpus: {root} · model {args.model} · top {args.k} · "
           f"default context_tokens {settings.context_tokens}")
