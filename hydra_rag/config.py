@@ -50,6 +50,9 @@ class Settings:
     context_model: str = "smollm2-135m"  # the chat model `index --contextualize` uses
     fusion: str = "score"  # how hybrid lists are fused: score (weighted, normalised) or rrf
     literal: bool = True  # chunks holding the query as typed come first (score fusion)
+    # A query that names a symbol (`Session.send`, "where is X defined") gets the chunks of its
+    # definitions first (hydra_rag.search.definitions)
+    definitions: bool = True
     rerank: bool = False  # reorder the first `rerank_top` fused candidates with `reranker`
     reranker: str = "ms-marco-minilm-l12"
     rerank_top: int = 20  # candidates the reranker reads per search (1-100)

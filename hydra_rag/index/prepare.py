@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from hydra_rag.read.chunk import SECTION_SEP, chunk_text, with_context
 from hydra_rag.read.source import Source
+from hydra_rag.read.symbols import Reference, Symbol, chunk_spans, language_of, parse
 from hydra_rag.read.walk import Candidate, mostly_long_lines
 
 
@@ -42,6 +43,8 @@ class Prepared:
     doc: dict[str, Any] | None = None  # a document's extraction record (see FileEntry.doc)
     digest: str = ""  # the content's hash (FileEntry.digest)
     detail: str = ""  # what made a skipped document unreadable (FileEntry.error)
+    # A code file's definitions and references (hydra_rag.read.symbols); none for others
+    symbols: tuple[list[Symbol], list[Reference]] = field(default_factory=lambda: ([], []))
 
 
 _T = TypeVar("_T")
@@ -98,7 +101,9 @@ def prepare(cand: Candidate, src: Source, fits: Callable[[str], bool],
     text, kind = src.text, src.kind
     rows, inputs = [], []
     ids: set[str] = set()
-    for ch in chunk_text(text, fits=fits, markup=src.markup):
+    symbols = symbols_of(cand.rel, text, kind)
+    spans = chunk_spans(symbols[0])
+    for ch in chunk_text(text, fits=fits, markup=src.markup, defs=spans):
         embedded = with_section(ch.section, ch.text, fits)
         cid = chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, ch.section)
         while cid in ids:  # equal pieces cut from one long line
@@ -114,7 +119,13 @@ def prepare(cand: Candidate, src: Source, fits: Callable[[str], bool],
         inputs.append(embedded)
     return Prepared(cand, kind, rows, document=text if keep_document else "", inputs=inputs,
                     long_lines=src.doc is None and mostly_long_lines(text), doc=src.doc,
-                    digest=src.digest)
+                    digest=src.digest, symbols=symbols)
+
+
+def symbols_of(rel: str, text: str, kind: str) -> tuple[list[Symbol], list[Reference]]:
+    """A code file's definitions and references, when a grammar reads its language."""
+    lang = language_of(rel, text[:200]) if kind == "code" else None
+    return parse(text, lang) if lang else ([], [])
 
 
 def with_section(section: str, text: str, fits: Callable[[str], bool]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from hydra_rag.config import Settings
 from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS
 from hydra_rag.errors import HydraError, IndexLocked
-from hydra_rag.index.prepare import Prepared, prepare, read_ahead
+from hydra_rag.index.prepare import Prepared, prepare, read_ahead, symbols_of
 from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
 from hydra_rag.index.state import State, diff, stale_analysis
 from hydra_rag.locks import file_lock, lock_holder, lock_label
@@ -27,6 +27,7 @@ from hydra_rag.store import rebuild, registry
 from hydra_rag.store.filelist import Light
 from hydra_rag.store.index_dir import FORMAT_VERSION, TABLES, FileEntry, Store
 from hydra_rag.store.lexical import parse_language
+from hydra_rag.store.symbols import SYMBOLS_VERSION
 
 # Document skips remembered in files.db: an unchanged file is not extracted again to fail again
 # (touching it, `index --full` or a new extractor version retries it).
@@ -136,6 +137,11 @@ class Run(State):
         files.update(store.file_list.entries(wanted) if wanted else {})
         start_files = dict(files)
         self._kinds_before = {e.kind for e in light.values() if e.chunks}
+        self._live_embedders: dict[str, bool] = {}
+        if self.meta.get("symbols") != SYMBOLS_VERSION:
+            again = {c.rel for c in changed}
+            self._backfill([rel for rel, e in light.items()
+                            if e.kind == "code" and e.chunks and rel not in again])
         del light  # its only holder: not needed past the diff (index() passed it on)
         for cand in d.touched:
             files[cand.rel] = replace(files[cand.rel], size=cand.size, mtime_ns=cand.mtime_ns)
@@ -204,6 +210,24 @@ class Run(State):
             report.notes.append(_long_lines_note(report.long_lines))
         self._refresh(set(TABLES) if self.resumed else touched)
 
+    def _backfill(self, rels: list[str]) -> None:
+        """Parse the code files indexed before the symbol table (or before its parser last
+        changed) into it: read and parsed, not embedded again."""
+        if rels:
+            self.progress(Progress("symbols", message=f"reading the definitions of {len(rels)} "
+                                                      "code files indexed before"))
+        for i in range(0, len(rels), 500):
+            parsed = {}
+            for rel in rels[i : i + 500]:
+                try:
+                    text = (self.root / rel).read_bytes().decode("utf-8", errors="replace")
+                except OSError:
+                    continue  # gone or unreadable: the diff deals with it
+                parsed[rel] = symbols_of(rel, text, "code")
+            self.store.update_files({}, (), parsed)
+        self.meta["symbols"] = SYMBOLS_VERSION
+        self.store.write_meta(self.meta)
+
     def _place_tables(self, store: Store) -> None:
         """A generation without tables puts them where `tables_uri` says; one with tables
         keeps them where they are (and says so when the setting names another place)."""
@@ -247,6 +271,7 @@ class Run(State):
                 f"full-text index of {n} {t} chunks rebuilt for language {a.language}"
                 + (f" (was {was})" if was else "") + "; no chunk was re-embedded")
         new.write_files({**live.read_files(), **files})  # every entry, as this run left them
+        new.file_list.copy_symbols(live.file_list)
         return new
 
     def _batches(self, changed: list[Candidate]) -> Iterator[list[Prepared]]:
@@ -303,6 +328,16 @@ class Run(State):
                                        ["hash", "vector"]):
                     reused[r["hash"]] = r["vector"]
                 need = [r for r in all_rows if r["hash"] not in reused]
+            if need and self.ctx is None and self._reusable(t):
+                # A rebuild for a new chunker: a chunk cut the same way keeps its vector.
+                assert self.live is not None
+                try:
+                    for r in self.live.rows_in(t, "hash", sorted({r["hash"] for r in need}),
+                                               ["hash", "vector"]):
+                        reused[r["hash"]] = r["vector"]
+                except Exception:  # noqa: BLE001 - an unreadable old table: embed instead
+                    self._live_embedders[t] = False
+                need = [r for r in all_rows if r["hash"] not in reused]
             client = self.client(t)
             embed_text = {id(r): x for p in batch if p.kind == t
                           for r, x in zip(p.rows, p.inputs, strict=True)}
@@ -352,11 +387,30 @@ class Run(State):
         # This batch's files alone (a skipped file may have left the record).
         rels = [p.cand.rel for p in batch]
         store.update_files({rel: files[rel] for rel in rels if rel in files},
-                           [rel for rel in rels if rel not in files])
+                           [rel for rel in rels if rel not in files],
+                           {p.cand.rel: (list(p.symbols[0]), list(p.symbols[1])) for p in batch})
         for rel in rels:  # recorded: the run needs their entries no more (memory stays bounded)
             files.pop(rel, None)
             start_files.pop(rel, None)
         return touched
+
+    def _reusable(self, t: str) -> bool:
+        """Whether the generation in use, while a new one is built, holds vectors of table t
+        by the embedder this run uses, and without contexts (its vectors are then this run's
+        for the same embedded text)."""
+        if self.live is None or self.report.rebuild_reason == "--full":
+            return False  # --full: nothing of the old index is trusted
+        if t not in self._live_embedders:
+            try:
+                meta = self.live.read_meta()
+            except HydraError:
+                meta = {}
+            have = (meta.get("tables") or {}).get(t) or {}
+            emb = self.embedders[t]
+            self._live_embedders[t] = (not meta.get("contextualize") and t in
+                                       self.live.table_names() and
+                                       (have.get("embedder"), have.get("dims")) == (emb.id, emb.dims))
+        return self._live_embedders[t]
 
     def _contextualize(self, t: str, prepared: list[Prepared], fits: Callable[[str], bool],
                        embed_text: dict[int, str]) -> None:

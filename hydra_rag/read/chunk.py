@@ -3,6 +3,10 @@
 Only a single line longer than the hard limit is cut (minified JSON, a data dump), so no chunk
 can exceed what the embedder accepts. Every chunk keeps its 1-based line range.
 
+In code whose definitions are known (hydra_rag.read.symbols) a chunk prefers to end before a
+definition (its decorators and comment included), else where one ends, and one that starts a
+definition has no overlap with the chunk before: a hit on a function shows the function.
+
 In a document with headings (Markdown, reStructuredText, AsciiDoc, Org) a chunk prefers to end
 before a heading, never ends on one, and starts a section without overlap; each chunk also
 knows its *section*, the titles of the headings it stands under ("Guide › Install › Linux"),
@@ -13,17 +17,21 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 # 2: heading-aware breaks and sections
-CHUNKER_VERSION = 2
+# 3: code chunks start where a definition starts and end where one ends (hydra_rag.read.symbols)
+CHUNKER_VERSION = 3
 TARGET = 1500
 OVERLAP = 200
 HARD = 3000
 # A break is only searched for in the last part of a full chunk, so chunks stay near TARGET.
 _MIN_FILL = 0.6
+# In code a chunk may end sooner, from this share, so that the next one starts a definition.
+_DEF_FILL = 0.3
+_BEFORE_DEF = 6  # _break_score before a definition
 
 
 @dataclass(frozen=True)
@@ -203,6 +211,9 @@ class _Outline:
 
     starts: frozenset[int] = frozenset()  # the first line of each heading
     lines: frozenset[int] = frozenset()  # every line that belongs to a heading
+    # Code: the first line of each definition (its decorators and comment included), the last
+    defs: frozenset[int] = frozenset()
+    ends: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -249,6 +260,11 @@ def _break_score(units: list[_Unit], start: int, i: int, ol: _Outline) -> int:
     never)."""
     cur = units[i].text
     nxt = units[i + 1] if i + 1 < len(units) else None
+    if ol.defs and nxt is not None and nxt.whole and nxt.line != units[i].line:
+        if nxt.line in ol.defs:
+            return _BEFORE_DEF  # the next chunk starts with a definition
+        if units[i].line in ol.ends:
+            return 5  # a definition ends here
     if ol.lines:
         j = i
         while j > start and not units[j].text.strip():
@@ -302,9 +318,11 @@ def _split(units: list[_Unit], target: int, overlap: int, ol: _Outline) -> list[
             best, best_score, acc = end - 1, -1, 0
             for i in range(start, end):
                 acc += len(units[i].text)
-                if acc < target * _MIN_FILL:
+                if acc < target * (_DEF_FILL if ol.defs else _MIN_FILL):
                     continue
                 score = _break_score(units, start, i, ol)
+                if acc < target * _MIN_FILL and score < _BEFORE_DEF:
+                    continue  # a shorter chunk only to let the next one start a definition
                 if score >= best_score:
                     best, best_score = i, score
             if best_score > 0:
@@ -314,8 +332,9 @@ def _split(units: list[_Unit], target: int, overlap: int, ol: _Outline) -> list[
         groups.append(units[start:end])
         if end >= n:
             break
-        if _is_head(units[end], ol.starts) and units[end].line != units[end - 1].line:
-            start = end  # a section starts: no overlap with the one before
+        if (_is_head(units[end], ol.starts) or _is_head(units[end], ol.defs)) \
+                and units[end].line != units[end - 1].line:
+            start = end  # a section or a definition starts: no overlap with the one before
             continue
         # Overlap: step back over whole units worth at most `overlap` characters, unless the
         # next unit would not fit after them (the next chunk would end where this one did).
@@ -330,10 +349,12 @@ def _split(units: list[_Unit], target: int, overlap: int, ol: _Outline) -> list[
 class _Chunker:
     """One document's chunking: its outline and the size limits."""
 
-    def __init__(self, lines: list[str], markup: str | None, fits: Callable[[str], bool] | None):
+    def __init__(self, lines: list[str], markup: str | None, fits: Callable[[str], bool] | None,
+                 defs: Sequence[tuple[int, int]] = ()):
         heads = outline(lines, markup) if markup else {}
         self.ol = _Outline(frozenset(heads), frozenset(
-            line for at, (_, _, span) in heads.items() for line in range(at, at + span)))
+            line for at, (_, _, span) in heads.items() for line in range(at, at + span)),
+            frozenset(a for a, _ in defs), frozenset(b for _, b in defs))
         self.section = _sections(heads)
         self.fits = fits
 
@@ -376,11 +397,14 @@ def chunk_text(
     hard: int = HARD,
     fits: Callable[[str], bool] | None = None,
     markup: str | None = None,
+    defs: Sequence[tuple[int, int]] = (),
 ) -> list[Chunk]:
     """Chunk a file's text; `fits` (e.g. a token count check) forces smaller chunks where
-    needed; `markup` (see `markup_of`) makes the chunks follow the document's headings."""
+    needed; `markup` (see `markup_of`) makes the chunks follow the document's headings, `defs`
+    (the first and last lines of a code file's definitions) its definitions."""
     lines = text.splitlines(keepends=True)
-    return _Chunker(lines, markup, fits).split(_units(lines, hard, min(target, hard)), target, overlap)
+    return _Chunker(lines, markup, fits, defs).split(_units(lines, hard, min(target, hard)),
+                                                     target, overlap)
 
 
 def with_context(context: str, text: str) -> str:

@@ -41,6 +41,8 @@ from hydra_rag.documents import text_anchors
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.models.embed import EmbedClient, connect
 from hydra_rag.paths import INDEX_DIR
+from hydra_rag.search import definitions
+from hydra_rag.search.definitions import wanted
 from hydra_rag.search.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
     CANDIDATES,
     CODE_DENSE_WEIGHT,
@@ -530,6 +532,11 @@ class Searcher:
         if top:
             # A follow-up is judged together with the question before it, as it was searched.
             hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)
+        w = wanted(query) if self.settings.definitions and "code" in tables else None
+        if w is not None:
+            code = {s: str(t["code"].get("embedder", "")) for s, t in map(self._follow,
+                    range(len(self.stores))) if "code" in t}
+            hits = definitions.first(list(code), w, hits, k, code.get)
         return hits if k is None else hits[:k]
 
     def _documents(self, root: str) -> dict[str, dict[str, Any]]:

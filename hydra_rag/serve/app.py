@@ -218,6 +218,20 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
                                       number("end"), number("page"))
         return JSONResponse(doc)
 
+    async def definition(request: Request) -> Response:
+        q = request.query_params
+        return JSONResponse(await asyncio.to_thread(
+            scope.definition, q.get("name", ""), q.getlist("path") or None, q.get("tag")))
+
+    async def references(request: Request) -> Response:
+        q = request.query_params
+        return JSONResponse(await asyncio.to_thread(
+            scope.references, q.get("name", ""), q.getlist("path") or None, q.get("tag")))
+
+    async def outline(request: Request) -> Response:
+        return JSONResponse(await asyncio.to_thread(scope.outline,
+                                                    request.query_params.get("path", "")))
+
     async def stores(request: Request) -> Response:
         return JSONResponse({"stores": await asyncio.to_thread(scope.stores)})
 
@@ -311,6 +325,9 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
         Route("/favicon.ico", lambda _r: Response(status_code=204)),
         Route("/api/search", guarded(search)),
         Route("/api/get", guarded(get)),
+        Route("/api/definition", guarded(definition)),
+        Route("/api/references", guarded(references)),
+        Route("/api/outline", guarded(outline)),
         Route("/api/stores", guarded(stores)),
         Route("/api/status", guarded(status)),
         Route("/api/sessions", guarded(sessions)),

@@ -1,4 +1,4 @@
-"""The MCP server: four tools over a Scope, on the official MCP SDK (stdio, or streamable HTTP
+"""The MCP server: its tools over a Scope, on the official MCP SDK (stdio, or streamable HTTP
 under `hydra-rag serve`). The descriptions are written for the model that reads them."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from hydra_rag.serve.scope import MAX_K, Scope
 
 INSTRUCTIONS = (
     "hydra-rag searches the user's own indexed folders (code and documents) on this machine. "
-    "Use `search` to find passages, `get` to read the lines around a hit, `ask` for an answer "
+    "Use `search` to find passages, `get` to read the lines around a hit, `definition`, "
+    "`references` and `outline` to navigate code by its names, `ask` for an answer "
     "written by the local model with numbered, checked citations, `stores` to see which "
     "folders are searchable, and `status` to see whether their indexes are current. Cite what "
     "you use as path:line_start-line_end."
@@ -70,6 +71,43 @@ def build(scope: Scope) -> Any:
             "A document's page (slide, chapter), instead of lines."))] = None,
     ) -> dict[str, Any]:
         return await run(lambda: scope.get(path, line_start, line_end, page))
+
+    @server.tool(description=(
+        "Where a name is defined in the user's code (functions, methods, classes, types, "
+        "constants), parsed from the source: exact, unlike `search`. name as code writes it: "
+        "`send`, `Session.send` or `Session::send` (the part before the last dot narrows to "
+        "that class or module). Returns results (path, store_name, kind, qualified, "
+        "line_start, line_end of the whole definition, line of its name, text of that line), "
+        "best first, tests last; total. Read one with `get`."))
+    async def definition(
+        name: Annotated[str, Field(description="The name, as code writes it.")],
+        paths: Annotated[list[str] | None, Field(
+            description="Only these folders of the scope (path or name, see `stores`).")] = None,
+        tag: Annotated[str | None, Field(description="Only folders with this tag.")] = None,
+    ) -> dict[str, Any]:
+        return await run(lambda: scope.definition(name, paths, tag))
+
+    @server.tool(description=(
+        "Where a name is used in the user's code: calls, types and classes named, "
+        "implementations, parsed from the source. Returns results (path, store_name, line, "
+        "kind: call, type, class…, text of the line), file by file, tests last (at most 200), "
+        "and total."))
+    async def references(
+        name: Annotated[str, Field(description="The name, as code writes it.")],
+        paths: Annotated[list[str] | None, Field(
+            description="Only these folders of the scope (path or name, see `stores`).")] = None,
+        tag: Annotated[str | None, Field(description="Only folders with this tag.")] = None,
+    ) -> dict[str, Any]:
+        return await run(lambda: scope.references(name, paths, tag))
+
+    @server.tool(description=(
+        "The outline of one indexed code file: its definitions in line order, each with kind, "
+        "name, qualified name, line_start, line_end and depth (0 top level, 1 a method of a "
+        "class…). A cheap map of a file before reading parts of it with `get`."))
+    async def outline(
+        path: Annotated[str, Field(description="File path as search returned it.")],
+    ) -> dict[str, Any]:
+        return await run(lambda: scope.outline(path))
 
     @server.tool(description=(
         "Ask the local model a question about the user's folders: it retrieves passages and "

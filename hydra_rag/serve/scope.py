@@ -1,5 +1,5 @@
-"""A scope of indexed folders that a server answers from: search, read, ask, list — the four
-things the MCP tools, the HTTP routes and the web page do, each once, here.
+"""A scope of indexed folders that a server answers from: search, read, navigate code, ask,
+list — what the MCP tools, the HTTP routes and the web page do, each once, here.
 
 Searchers are kept open between requests (tables, caches and embedding clients stay warm) in
 a small pool, so that searches of several clients run side by side. A request may narrow the
@@ -135,6 +135,30 @@ class Scope:
         root = doc.pop("root")
         return {"store": root, "store_name": self.names.get(root, ""), **doc,
                 "text": "\n".join(ex.lines)}
+
+    # -- code navigation -------------------------------------------------------------------
+
+    def definition(self, name: str, paths: list[str] | None = None,
+                   tag: str | None = None) -> dict[str, Any]:
+        """Where a name is defined (hydra_rag.search.navigate.definitions)."""
+        from hydra_rag.search.navigate import definitions
+
+        return definitions(self.narrow(paths, tag), name)
+
+    def references(self, name: str, paths: list[str] | None = None,
+                   tag: str | None = None) -> dict[str, Any]:
+        """Where a name is used (hydra_rag.search.navigate.references)."""
+        from hydra_rag.search.navigate import references
+
+        return references(self.narrow(paths, tag), name)
+
+    def outline(self, path: str) -> dict[str, Any]:
+        """The definitions of one indexed file (hydra_rag.search.navigate.outline)."""
+        from hydra_rag.search.navigate import outline
+
+        if not (path or "").strip():
+            raise UsageError("the path is empty")
+        return outline(self.roots, path)
 
     # -- ask -------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from hydra_rag.bulk import no_gc
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.locks import write_atomic
+from hydra_rag.store import symbols as symtab
 
 FILES_DB = "files.db"
 LEGACY_JSON = "files.json"
@@ -216,6 +217,26 @@ class FileList:
             return {k: n for k, n in con.execute(
                 "SELECT kind, SUM(n_chunks) FROM files WHERE kind IS NOT NULL GROUP BY kind")}
 
+    def definitions(self, name: str) -> list[symtab.Entry]:
+        """Where a name is defined (hydra_rag.store.symbols: lookup)."""
+        with self._reading() as con:
+            return [] if con is None else symtab.lookup(con, name, definitions=True)
+
+    def references(self, name: str) -> list[symtab.Entry]:
+        """Where a name is used."""
+        with self._reading() as con:
+            return [] if con is None else symtab.lookup(con, name, definitions=False)
+
+    def outline(self, rel: str) -> list[symtab.Entry]:
+        """A file's definitions, in line order."""
+        with self._reading() as con:
+            return [] if con is None else symtab.in_file(con, rel)
+
+    def symbol_counts(self) -> tuple[int, int]:
+        """(definitions, references) recorded."""
+        with self._reading() as con:
+            return (0, 0) if con is None else symtab.count(con)
+
     def _read_legacy(self) -> dict[str, FileEntry]:
         if not self.legacy.is_file():
             return {}
@@ -239,6 +260,7 @@ class FileList:
         con = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None)
         con.execute("BEGIN IMMEDIATE")
         con.execute(_SCHEMA)
+        symtab.make(con)
         con.execute(f"PRAGMA user_version = {FORMAT}")
         return con
 
@@ -263,6 +285,7 @@ class FileList:
                 con.execute("DELETE FROM files")
                 con.executemany(f"INSERT INTO files ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                                 (_row(rel, e) for rel, e in files.items()))
+                con.execute("DELETE FROM symbols WHERE rel NOT IN (SELECT rel FROM files)")
                 self._write_documents(con, force=self.documents.exists() or any(
                     e.doc is not None for e in files.values()))
                 con.execute("COMMIT")
@@ -270,11 +293,13 @@ class FileList:
                 con.execute("ROLLBACK")
                 raise
 
-    def update(self, put: dict[str, FileEntry], drop: Iterable[str] = ()) -> None:
+    def update(self, put: dict[str, FileEntry], drop: Iterable[str] = (),
+               symbols: dict[str, symtab.Parsed] | None = None) -> None:
         """Record `put` (new or changed entries) and forget `drop`, in one transaction: the
-        cost is theirs alone, however many files the folder has."""
+        cost is theirs alone, however many files the folder has. `symbols`: the definitions
+        and references of files read again, in place of the ones they had."""
         drop = list(drop)
-        if not put and not drop:
+        if not put and not drop and not symbols:
             return
         if self.legacy.is_file() and not self._made():
             current = self.read()  # the first write moves files.json into files.db
@@ -287,6 +312,8 @@ class FileList:
                 try:
                     had_docs = self._had_documents(con, [*put, *drop])
                     con.executemany("DELETE FROM files WHERE rel = ?", ((r,) for r in drop))
+                    symtab.drop(con, drop)
+                    symtab.replace(con, symbols or {})
                     con.executemany(
                         f"INSERT OR REPLACE INTO files ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                         (_row(rel, e) for rel, e in put.items()))
@@ -300,6 +327,25 @@ class FileList:
             raise HydraError(f"cannot write {self.path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise IndexError_(f"{self.path} is corrupt: {exc}") from None
+
+    def copy_symbols(self, source: FileList) -> None:
+        """The symbol table of another generation's files.db, for the files recorded here."""
+        if not source.path.is_file():
+            return
+        with closing(sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None)) as con:
+            con.execute("ATTACH DATABASE ? AS src", (str(source.path),))  # not in a transaction
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                symtab.make(con)
+                if con.execute("SELECT 1 FROM src.sqlite_master WHERE name = 'symbols'"
+                               ).fetchone():
+                    con.execute("DELETE FROM symbols")
+                    con.execute("INSERT INTO symbols SELECT * FROM src.symbols "
+                                "WHERE rel IN (SELECT rel FROM files)")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
 
     def migrate(self) -> None:
         """Move an older index's files.json into files.db (a run that changed nothing would

@@ -28,6 +28,7 @@ from hydra_rag.locks import write_atomic
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.read.chunk import CHUNKER_VERSION
 from hydra_rag.store.filelist import FILES_DB, LEGACY_JSON, FileEntry, FileList
+from hydra_rag.store.symbols import Parsed
 
 # 2: a `lex` column (the analysed text, see lexical.py) carries the full-text index; a
 # format-1 index is migrated in place (re-analysed, never re-embedded).
@@ -280,9 +281,11 @@ class Store:
         """Replace the whole record (a repair, a new generation)."""
         self.file_list.write(files)
 
-    def update_files(self, put: dict[str, FileEntry], drop: Iterable[str] = ()) -> None:
-        """Record these files and forget those: what a stored batch changed, and no more."""
-        self.file_list.update(put, drop)
+    def update_files(self, put: dict[str, FileEntry], drop: Iterable[str] = (),
+                     symbols: dict[str, Parsed] | None = None) -> None:
+        """Record these files and forget those: what a stored batch changed, and no more;
+        with the symbols of the files read again."""
+        self.file_list.update(put, drop, symbols)
 
     def read_documents(self) -> dict[str, dict[str, Any]]:
         return self.file_list.read_documents()

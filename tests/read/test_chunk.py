@@ -265,3 +265,28 @@ def test_overlap_does_not_crawl_before_a_long_line() -> None:
     chunks = chunk_text(text)
     _check_ranges(text, chunks)
     assert len(chunks) == 2, [(c.line_start, c.line_end) for c in chunks]
+
+
+def test_code_chunks_start_where_definitions_start() -> None:
+    from hydra_rag.read.symbols import chunk_spans, parse
+
+    funcs = []
+    for i in range(8):
+        body = "".join(f"    total += step_{j}(value, {i})\n" for j in range(10))
+        funcs.append(f"# Helper {i}: adds the steps.\n@traced\ndef helper_{i}(value):\n"
+                     f"    total = 0\n{body}    return total\n\n\n")
+    text = "".join(funcs)
+    defs, _ = parse(text, "python")
+    starts = {d.line_start for d in defs}
+    assert len(starts) == 8 and all(text.splitlines()[s - 1].startswith("# Helper") for s in starts)
+    plain = chunk_text(text)
+    cut = chunk_text(text, defs=chunk_spans(defs))
+    assert sum(c.line_start in starts for c in plain) <= 2
+    assert all(c.line_start in starts for c in cut)  # each starts with a comment and decorator
+    assert all(len(c.text) <= 1500 for c in cut)
+    assert "".join(c.text for c in cut) == text  # no overlap needed, nothing lost
+    # A function's inner helper is no place to cut it.
+    inner = "def outer():\n" + "".join(f"    x{i} = {i}\n" for i in range(60)) + \
+        "    def inner():\n        return 1\n" + "".join(f"    y{i} = {i}\n" for i in range(60))
+    spans = chunk_spans(parse(inner, "python")[0])
+    assert spans == [(1, 123)]

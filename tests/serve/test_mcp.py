@@ -47,17 +47,22 @@ def _data(result: Any) -> Any:
 
 
 def test_tools_answer_from_the_index(served: Path) -> None:
-    tools, (found, lines, stores, status, bad_path, secret, outside) = _call(
+    tools, (found, lines, stores, status, defined, used, outline, bad_path, secret,
+            outside) = _call(
         ["--path", str(served)],
         [("search", {"query": "invalid api key", "k": 3}),
          ("get", {"path": "src/auth.py", "line_start": 6, "line_end": 7}),
          ("stores", {}),
          ("status", {}),
+         ("definition", {"name": "check_token"}),
+         ("references", {"name": "get"}),
+         ("outline", {"path": "src/auth.py"}),
          ("search", {"query": "x", "paths": ["/etc"]}),
          ("get", {"path": ".env"}),
          ("get", {"path": "../../etc/hostname"})])
     by_name = {t.name: t for t in tools.tools}
-    assert set(by_name) == {"search", "get", "ask", "stores", "status"}
+    assert set(by_name) == {"search", "get", "ask", "stores", "status", "definition",
+                            "references", "outline"}
     schema = by_name["search"].input_schema
     assert schema["required"] == ["query"] and {"k", "paths", "tag", "mode"} <= set(
         schema["properties"])
@@ -74,6 +79,12 @@ def test_tools_answer_from_the_index(served: Path) -> None:
     folder = _data(status)["folders"][0]
     assert (folder["root"], folder["state"], folder["fix"]) == (str(served), "current", None)
     assert folder["counts"] == {"added": 0, "changed": 0, "removed": 0, "touched": 0}
+    (row,) = _data(defined)["results"]
+    assert (row["path"], row["kind"], row["line_start"], row["line_end"]) == \
+        ("src/auth.py", "function", 6, 11)
+    assert [(r["path"], r["line"]) for r in _data(used)["results"]] == [("src/auth.py", 8)]
+    assert [(r["name"], r["kind"]) for r in _data(outline)["results"]] == [
+        ("API_HEADER", "constant"), ("check_token", "function")]
     for refused, why in ((bad_path, "not a folder of this server's scope"),
                          (secret, "not in the index"), (outside, "`..` is not allowed")):
         assert refused.is_error and why in refused.content[0].text, refused.content

@@ -29,6 +29,8 @@ import pytest
 
 from conftest import run_cli, write_tree
 
+TOOLS = {"search", "get", "ask", "stores", "status", "definition", "references", "outline"}
+
 WATER = "How often should tomatoes be watered?"
 BUNDLE = "serve-gardener"
 PERSONA = """---
@@ -351,7 +353,7 @@ def test_mcp_over_http(server: Server) -> None:
             return tools, found, lines
 
     tools, found, lines = anyio.run(main, f"{server.url}/mcp")
-    assert {t.name for t in tools.tools} == {"search", "get", "ask", "stores", "status"}
+    assert {t.name for t in tools.tools} == TOOLS
     assert not found.is_error
     top = found.structured_content["results"][0]
     assert top["path"] == "src/auth.py" and top["store_name"] == "garden"
@@ -391,6 +393,19 @@ def test_api_get_and_stores(server: Server, folders: dict[str, Path]) -> None:
                            "twice a week.")
     assert (doc["store_name"], doc["line_start"], doc["line_end"], doc["total_lines"]) == (
         "garden", 3, 3, 4)
+    # Code navigation: the same library functions as `def`, `refs` and `outline`.
+    status, doc = _json(server, "GET", "/api/definition?name=check_token")
+    assert status == 200 and [(r["store_name"], r["path"], r["line_start"])
+                              for r in doc["results"]] == [("garden", "src/auth.py", 6)]
+    status, doc = _json(server, "GET", "/api/references?name=get&path=garden")
+    assert status == 200 and [r["line"] for r in doc["results"]] == [8]
+    status, doc = _json(server, "GET", "/api/outline?path=garden:src/auth.py")
+    assert status == 200 and [r["name"] for r in doc["results"]] == ["API_HEADER", "check_token"]
+    for bad, message in (("definition?name=a+b", "is not a name"),
+                         ("outline?path=", "the path is empty"),
+                         ("outline?path=../../etc/passwd", "is not an indexed file")):
+        status, err = _json(server, "GET", f"/api/{bad}")
+        assert status == 400 and message in err["error"]["message"], (bad, err)
     status, doc = _json(server, "GET", "/api/stores")
     assert status == 200
     assert [(s["name"], s["path"]) for s in doc["stores"]] == [
@@ -620,7 +635,7 @@ def test_token(served_home: Path, folders: dict[str, Path]) -> None:
         with pytest.raises(AuthenticationError):
             _openai(srv, api_key="wrong").models.list()
 
-        assert _mcp_tools(srv, ok) == {"search", "get", "ask", "stores", "status"}
+        assert _mcp_tools(srv, ok) == TOOLS
     finally:
         _stop(srv)
 
@@ -805,7 +820,7 @@ def test_a_wildcard_host_with_a_token_answers_its_clients(served_home: Path,
         assert _request(srv, "GET", "/v1/models")[0] == 401
         assert "smollm2-135m" in {m.id for m in _openai(srv, api_key="T0ken").models.list()}
 
-        assert _mcp_tools(srv, ok) == {"search", "get", "ask", "stores", "status"}
+        assert _mcp_tools(srv, ok) == TOOLS
     finally:
         _stop(srv)
 

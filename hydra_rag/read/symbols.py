@@ -1,0 +1,303 @@
+"""The definitions and references of a code file, parsed with tree-sitter (pure).
+
+Each language's grammar comes from its own PyPI package (tree-sitter-python, -go, …, published
+by the tree-sitter project with the grammar), and so does its tagging query (`queries/tags.scm`,
+the query GitHub's code navigation runs): the grammar's authors say what a definition is. A few
+patterns of our own fill what a tags query leaves out (constants, enums, shell functions, C
+macros). A language whose package is missing is simply not parsed: its files keep the plain
+path, as every other file does.
+
+A definition's lines run from its first decorator, attribute or the comment lines just above it
+to its last line; its scope is the chain of definitions around it (`Session` for
+`Session.send`; a Rust `impl` and a Go method's receiver count as scopes).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+# Parsed at most this many bytes of one file (a generated file is not worth the time).
+MAX_BYTES = 2_000_000
+
+# language → (module, function that returns the grammar, modules whose tags.scm apply)
+GRAMMARS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "python": ("tree_sitter_python", "language", ("tree_sitter_python",)),
+    "javascript": ("tree_sitter_javascript", "language", ("tree_sitter_javascript",)),
+    "typescript": ("tree_sitter_typescript", "language_typescript",
+                   ("tree_sitter_javascript", "tree_sitter_typescript")),
+    "tsx": ("tree_sitter_typescript", "language_tsx",
+            ("tree_sitter_javascript", "tree_sitter_typescript")),
+    "go": ("tree_sitter_go", "language", ("tree_sitter_go",)),
+    "rust": ("tree_sitter_rust", "language", ("tree_sitter_rust",)),
+    "java": ("tree_sitter_java", "language", ("tree_sitter_java",)),
+    "c": ("tree_sitter_c", "language", ("tree_sitter_c",)),
+    "cpp": ("tree_sitter_cpp", "language", ("tree_sitter_cpp",)),
+    "ruby": ("tree_sitter_ruby", "language", ("tree_sitter_ruby",)),
+    "bash": ("tree_sitter_bash", "language", ()),
+}
+SUFFIXES = {
+    ".py": "python", ".pyi": "python", ".pyw": "python",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
+    ".go": "go", ".rs": "rust", ".java": "java",
+    ".c": "c", ".h": "cpp",  # a header may be either: C++'s grammar reads C too
+    ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".c++": "cpp", ".hpp": "cpp", ".hh": "cpp",
+    ".hxx": "cpp", ".inl": "cpp",
+    ".rb": "ruby", ".rake": "ruby", ".gemspec": "ruby",
+    ".sh": "bash", ".bash": "bash", ".zsh": "bash", ".ksh": "bash",
+}
+NAMES = {"Rakefile": "ruby", "Gemfile": "ruby", ".bashrc": "bash", ".profile": "bash",
+         ".bash_profile": "bash"}
+SHEBANGS = {"python": "python", "python3": "python", "node": "javascript", "ruby": "ruby",
+            "bash": "bash", "sh": "bash", "zsh": "bash", "ksh": "bash", "dash": "bash"}
+
+# What the tags queries leave out, in our words.
+EXTRA = {
+    "python": """
+(module (expression_statement (assignment left: (identifier) @name
+  type: (_)) @definition.constant))
+""",
+    "go": """
+(source_file (const_declaration (const_spec name: (identifier) @name) @definition.constant))
+(source_file (var_declaration (var_spec name: (identifier) @name) @definition.variable))
+""",
+    "rust": """
+(const_item name: (identifier) @name) @definition.constant
+(static_item name: (identifier) @name) @definition.constant
+""",
+    "java": """
+(enum_declaration name: (identifier) @name) @definition.class
+(record_declaration name: (identifier) @name) @definition.class
+(annotation_type_declaration name: (identifier) @name) @definition.interface
+(constructor_declaration name: (identifier) @name) @definition.method
+(field_declaration (modifiers "static") declarator: (variable_declarator
+  name: (identifier) @name)) @definition.constant
+""",
+    "c": """
+(preproc_def name: (identifier) @name) @definition.constant
+(preproc_function_def name: (identifier) @name) @definition.macro
+(enum_specifier name: (type_identifier) @name body: (_)) @definition.type
+(call_expression function: (identifier) @name) @reference.call
+""",
+    "cpp": """
+(preproc_def name: (identifier) @name) @definition.constant
+(preproc_function_def name: (identifier) @name) @definition.macro
+(enum_specifier name: (type_identifier) @name body: (_)) @definition.type
+(namespace_definition name: (namespace_identifier) @name) @definition.module
+(call_expression function: (identifier) @name) @reference.call
+(call_expression function: (field_expression field: (field_identifier) @name)) @reference.call
+""",
+    "ruby": """
+(assignment left: (constant) @name) @definition.constant
+""",
+    "bash": """
+(function_definition name: (word) @name) @definition.function
+(command name: (command_name (word) @name)) @reference.call
+""",
+    "typescript": """
+(type_alias_declaration name: (type_identifier) @name) @definition.type
+(enum_declaration name: (identifier) @name) @definition.type
+""",
+}
+EXTRA["tsx"] = EXTRA["typescript"]
+# Nodes that are a scope without being a definition the query names: the type they are for.
+SCOPES = {"impl_item": "type"}
+# Nodes that wrap a definition and belong to it (decorators, `export`, templates).
+WRAPPERS = {"decorated_definition", "export_statement", "template_declaration"}
+# Declarations that wrap one definition or several (Go's `type ( … )`): theirs when one.
+GROUPS = {"type_declaration", "const_declaration", "var_declaration", "lexical_declaration",
+          "variable_declaration"}
+# Siblings just above a definition that belong to it.
+LEADING = {"comment", "line_comment", "block_comment", "attribute_item", "decorator",
+           "annotation", "marker_annotation"}
+# Kinds named by a tags query, as we name them.
+KINDS = {"function", "method", "class", "interface", "type", "constant", "variable", "module",
+         "macro"}
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A definition: its name, kind, the lines it spans (decorators and the comment above it
+    included), the line its name is on, and the definitions it stands in ("Session")."""
+
+    name: str
+    kind: str
+    line_start: int
+    line_end: int
+    name_line: int
+    scope: str = ""
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.scope}.{self.name}" if self.scope else self.name
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A use of a name: a call, a type or class named, an implementation."""
+
+    name: str
+    line: int
+    kind: str
+
+
+def language_of(path: str, head: str = "") -> str | None:
+    """The language whose grammar parses a file, from its name (or its `#!` line)."""
+    p = PurePosixPath(path)
+    lang = SUFFIXES.get(p.suffix.lower()) or NAMES.get(p.name)
+    if lang is None and head.startswith("#!"):
+        words = head[2:].split("\n", 1)[0].split()
+        if words:
+            prog = PurePosixPath(words[0]).name
+            if prog == "env" and len(words) > 1:
+                prog = words[1]
+            lang = SHEBANGS.get(prog.rstrip("0123456789.") or prog) or SHEBANGS.get(prog)
+    return lang if lang is not None and _grammar(lang) is not None else None
+
+
+@cache
+def _grammar(lang: str) -> tuple[Any, Any] | None:
+    """(language, query) for a language, or None when its grammar package is not installed."""
+    try:
+        from tree_sitter import Language, Query
+    except ImportError:
+        return None
+    module, func, tag_modules = GRAMMARS[lang]
+    try:
+        language = Language(getattr(importlib.import_module(module), func)())
+    except (ImportError, AttributeError):
+        return None
+    sources = []
+    for name in tag_modules:
+        try:
+            tags = Path(importlib.import_module(name).__file__ or "").parent / "queries" / "tags.scm"
+        except ImportError:
+            continue
+        if tags.is_file():
+            sources.append(tags.read_text(encoding="utf-8"))
+    sources.append(EXTRA.get(lang, ""))
+    return language, Query(language, "\n".join(sources))
+
+
+def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
+    """The definitions (in file order) and references of a file's text."""
+    grammar = _grammar(lang)
+    if grammar is None:
+        return [], []
+    from tree_sitter import Parser, QueryCursor
+
+    language, query = grammar
+    data = text.encode("utf-8", errors="replace")[:MAX_BYTES]
+    tree = Parser(language).parse(data)
+    defs: dict[int, tuple[Any, Any, str]] = {}  # node id → (node, name node, kind)
+    refs: list[Reference] = []
+    seen_refs: set[tuple[int, int]] = set()
+    for _, caps in QueryCursor(query).matches(tree.root_node):
+        names = caps.get("name")
+        if not names or "ignore" in caps:
+            continue
+        name = names[0]
+        for cap, nodes in caps.items():
+            role, _, kind = cap.partition(".")
+            if role == "definition" and kind in KINDS:
+                node = nodes[0]
+                while node.type.endswith("declarator") and node.parent is not None:
+                    node = node.parent  # C: the function's declarator is named; take it all
+                known = defs.get(node.id)
+                # Two patterns for one node (Rust: a function, and a method in an impl): the
+                # more specific word wins.
+                if known is None or kind == "method":
+                    defs[node.id] = (node, name, kind)
+            elif role == "reference":
+                key = (name.start_byte, name.end_byte)
+                if key not in seen_refs:
+                    seen_refs.add(key)
+                    refs.append(Reference(_text(name), name.start_point[0] + 1, kind))
+    # A definition's own name is no use of it (Go's and Ruby's tags name it as one as well).
+    named = {(_text(name), name.start_point[0] + 1) for _, name, _ in defs.values()}
+    refs = [r for r in refs if (r.name, r.line) not in named]
+    symbols = [_symbol(node, name, kind, defs) for node, name, kind in defs.values()]
+    symbols.sort(key=lambda s: (s.line_start, s.name_line, s.name))
+    return symbols, refs
+
+
+def _text(node: Any) -> str:
+    return bytes(node.text or b"").decode("utf-8", errors="replace")
+
+
+def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str]]) -> Symbol:
+    outer = node
+    while outer.parent is not None and (
+            outer.parent.type in WRAPPERS
+            or outer.parent.type in GROUPS and outer.parent.named_child_count == 1):
+        outer = outer.parent
+    first = outer.start_point[0]
+    sib = outer.prev_named_sibling
+    while (sib is not None and sib.type in LEADING and sib.end_point[0] >= first - 1
+           and not _text(sib).startswith("#!")):
+        first = sib.start_point[0]
+        sib = sib.prev_named_sibling
+    scope: list[str] = []
+    parent = node.parent
+    while parent is not None:
+        if parent.id in defs:
+            scope.append(_text(defs[parent.id][1]))
+        elif parent.type in SCOPES:
+            field = parent.child_by_field_name(SCOPES[parent.type])
+            if field is not None:
+                scope.append(_text(field))
+        parent = parent.parent
+    receiver = node.child_by_field_name("receiver") if node.type == "method_declaration" else None
+    if receiver is not None:  # Go: func (s *Server) Start(): Server.Start
+        types = [n for n in _walk(receiver) if n.type == "type_identifier"]
+        if types:
+            scope.insert(0, _text(types[0]))
+    if kind == "function" and scope and _is_class_scope(node, defs):
+        kind = "method"
+    return Symbol(_text(name), kind, first + 1, node.end_point[0] + 1 - _trailing(node),
+                  name.start_point[0] + 1, ".".join(reversed(scope)))
+
+
+def _is_class_scope(node: Any, defs: dict[int, tuple[Any, Any, str]]) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.id in defs:
+            return defs[parent.id][2] in ("class", "interface", "module")
+        if parent.type in SCOPES:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _trailing(node: Any) -> int:
+    """1 when a node ends at the start of a line (its last line holds none of it)."""
+    return 1 if node.end_point[1] == 0 and node.end_point[0] > node.start_point[0] else 0
+
+
+def _walk(node: Any) -> list[Any]:
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(reversed(n.children))
+    return out
+
+
+CONTAINERS = {"class", "interface", "module", "type"}
+
+
+def chunk_spans(symbols: list[Symbol]) -> list[tuple[int, int]]:
+    """The (first, last) lines of the definitions a chunk may start or end at: those not
+    inside a function (a class's methods are; a function's inner helpers are not)."""
+    spans = []
+    for s in symbols:
+        inside = [o for o in symbols if o is not s and o.line_start <= s.line_start
+                  and s.line_end <= o.line_end and (o.line_start, o.line_end) !=
+                  (s.line_start, s.line_end)]
+        if all(o.kind in CONTAINERS for o in inside):
+            spans.append((s.line_start, s.line_end))
+    return spans

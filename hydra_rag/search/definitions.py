@@ -1,0 +1,151 @@
+"""Definitions first: a query that names a symbol (`send_from_directory`, `Session.send`,
+`parse()`, "where is NAME defined", "definition of NAME") is answered with the chunk that holds
+its definition, then the other definitions of the name, then what the search found besides.
+A query in words is left alone.
+
+The names come from the symbol table (hydra_rag.store.symbols); the chunk of a definition is
+the one holding the line its name is on, preferring the one that holds most of the definition.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
+from typing import Any
+
+from hydra_rag.search.hits import Hit
+from hydra_rag.store.index_dir import Store
+from hydra_rag.store.symbols import Entry
+
+_IDENT = r"[A-Za-z_$][\w$]*"
+_NAME = rf"{_IDENT}(?:(?:\.|::|#|->){_IDENT})*"
+_SEP = re.compile(r"\.|::|#|->")
+_KIND = (r"(?:(?:the\s+)?(?:function|method|class|type|struct|interface|trait|enum|constant|"
+         r"macro|module|variable|func|fn|def)\s+)?")
+_CALL = r"(?:\(\s*\))?"
+BARE = re.compile(rf"`?(?P<n>{_NAME}){_CALL}`?\s*\??")
+ASKED = [re.compile(p, re.I) for p in (
+    rf"(?:where\s+(?:is|are)|where's)\s+(?:the\s+)?{_KIND}`?(?P<n>{_NAME}){_CALL}`?\s+"
+    r"(?:defined|declared|implemented|written)\s*\??",
+    rf"(?:(?:show|find|go\s+to|goto|open)\s+(?:me\s+)?(?:the\s+)?)?(?:definition|declaration|"
+    rf"implementation|source)\s+of\s+{_KIND}`?(?P<n>{_NAME}){_CALL}`?\s*\??",
+    rf"`?(?P<n>{_NAME}){_CALL}`?\s+(?:definition|declaration)\s*\??",
+    rf"(?:def|defn|definition|goto)\s*:\s*`?(?P<n>{_NAME}){_CALL}`?",
+)]
+# Paths of tests, examples and vendored copies: their definitions come after the others.
+_ASIDE = re.compile(r"(^|/)(tests?|testing|spec|specs|__tests__|test_\w+\.py|\w+_test\.\w+|"
+                    r"\w+\.(test|spec)\.\w+|examples?|fixtures?|mocks?|vendor|third_party|"
+                    r"node_modules|benchmarks?|docs?)(/|$)", re.I)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The symbol a query names: its name, the scope written before it (`Session` in
+    `Session.send`), and whether the query asked in words (then any case will do)."""
+
+    name: str
+    scope: str
+    asked: bool
+
+
+def wanted(query: str) -> Wanted | None:
+    """The symbol a query names, or None for a query in words."""
+    q = query.strip()
+    asked = False
+    m = BARE.fullmatch(q)
+    if m is None:
+        for form in ASKED:
+            m = form.fullmatch(q)
+            if m is not None:
+                asked = True
+                break
+    if m is None:
+        return None
+    parts = [p for p in _SEP.split(m["n"]) if p]
+    return Wanted(parts[-1], ".".join(parts[:-1]), asked)
+
+
+def aside(path: str) -> bool:
+    """A test, example, fixture or vendored file (its definitions rank after the others)."""
+    return bool(_ASIDE.search(path))
+
+
+def select(w: Wanted, entries: list[Entry]) -> list[Entry]:
+    """The definitions that answer `w`, best first: the name in its own case (any case only
+    when the query asked in words and nothing matches exactly), the scope written matching,
+    then code before tests and examples."""
+    exact = [e for e in entries if e.name == w.name]
+    pool = exact or (entries if w.asked else [])
+    if w.scope:
+        scoped = [e for e in pool if _in_scope(e, w.scope)]
+        pool = scoped or pool
+    return sorted(pool, key=lambda e: (aside(e.path), e.path.count("/"), e.path, e.line_start))
+
+
+def _in_scope(e: Entry, scope: str) -> bool:
+    """`Session` is the scope of `Session.send`; a module path (`utils.get_auth`) names the
+    file it is in."""
+    if e.scope == scope or e.scope.endswith("." + scope):
+        return True
+    stem = PurePosixPath(e.path).stem
+    last = scope.rsplit(".", 1)[-1]
+    return stem == last or PurePosixPath(e.path).parent.name == last and stem == "__init__"
+
+
+def holding(e: Entry, chunks: list[tuple[int, int, str]]) -> str | None:
+    """The id of the chunk (line_start, line_end, id) that holds a definition: one with the
+    line of its name, the most of its lines, and its first line."""
+    best, key = None, None
+    for a, b, cid in chunks:
+        if not a <= e.name_line <= b:
+            continue
+        k = (min(b, e.line_end) - max(a, e.line_start), a <= e.line_start, -a)
+        if key is None or k > key:
+            best, key = cid, k
+    return best
+
+
+_COLUMNS = ["id", "path", "kind", "line_start", "line_end", "text", "section"]
+
+
+def first(stores: Sequence[Store], w: Wanted, hits: list[Hit], k: int | None,
+          embedder: Callable[[Store], str | None] = lambda _s: "") -> list[Hit]:
+    """`hits` with the chunks holding the definitions `w` names put first (at most k of
+    them), in the order `select` gives, folder by folder; unchanged when none is defined."""
+    found: list[tuple[Store, Entry]] = []
+    for store in stores:
+        found += [(store, e) for e in select(w, store.file_list.definitions(w.name))]
+    if not found:
+        return hits
+    found.sort(key=lambda se: (aside(se[1].path), se[1].path.count("/")))  # stable: folders keep order
+    found = found[: k or 10]
+    top = max((h.score for h in hits), default=1.0)
+    out: list[Hit] = []
+    seen: set[str] = set()
+    for store in dict.fromkeys(s for s, _ in found):
+        entries = [e for s, e in found if s is store]
+        rows = store.rows_for_paths("code", sorted({e.path for e in entries}), _COLUMNS)
+        by_path: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            by_path.setdefault(r["path"], []).append(r)
+        for e in entries:
+            chunks = by_path.get(e.path, [])
+            cid = holding(e, [(int(r["line_start"]), int(r["line_end"]), r["id"]) for r in chunks])
+            if cid is None or cid in seen:
+                continue
+            seen.add(cid)
+            r = next(r for r in chunks if r["id"] == cid)
+            out.append(Hit(str(store.root), e.path, r["kind"], int(r["line_start"]),
+                           int(r["line_end"]), r["text"], top, {"definition": len(out) + 1},
+                           cid, section=r.get("section") or "", embedder=embedder(store) or ""))
+    # Same order across folders as `found` (a folder's rows were fetched together).
+    order = {(h.store, h.path, h.line_start): i for i, h in enumerate(out)}
+    rank = {id(e): i for i, (_, e) in enumerate(found)}
+    out.sort(key=lambda h: min((rank[id(e)] for s, e in found
+                                if str(s.root) == h.store and e.path == h.path
+                                and h.line_start <= e.name_line <= h.line_end),
+                               default=order[(h.store, h.path, h.line_start)]))
+    out = [replace(h, ranks={"definition": i}) for i, h in enumerate(out, start=1)]
+    return out + [h for h in hits if h.id not in seen]

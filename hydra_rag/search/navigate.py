@@ -1,0 +1,129 @@
+"""Code navigation over the symbol table: where a name is defined, where it is used, and a
+file's outline. One function each, which `hydra-rag def|refs|outline`, the MCP tools
+`definition`, `references`, `outline` and the `/api/*` routes all call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hydra_rag.errors import UsageError
+from hydra_rag.paths import store_names
+from hydra_rag.search.definitions import BARE, Wanted, aside, select, wanted
+from hydra_rag.store.index_dir import Store
+from hydra_rag.store.symbols import Entry
+
+MAX_RESULTS = 200  # uses of a common name are many: the first ones, and the total
+
+
+def _name(name: str) -> Wanted:
+    """A name as typed (`send`, `Session.send`, `Session::send`, `send()`); any case is
+    accepted when no name has the case typed."""
+    w = wanted(name) if BARE.fullmatch((name or "").strip()) else None
+    if w is None:
+        raise UsageError(f"{name!r} is not a name (letters, digits, _ and $, parts joined "
+                         "by . :: # or ->)")
+    return Wanted(w.name, w.scope, asked=True)
+
+
+class _Lines:
+    """Lines of the files named, read once each (as they are now on disk)."""
+
+    def __init__(self) -> None:
+        self._files: dict[Path, list[str]] = {}
+
+    def line(self, root: Path, rel: str, n: int) -> str:
+        path = root / rel
+        if path not in self._files:
+            try:
+                self._files[path] = path.read_bytes().decode("utf-8", "replace").splitlines()
+            except OSError:
+                self._files[path] = []
+        lines = self._files[path]
+        return lines[n - 1].strip() if 0 < n <= len(lines) else ""
+
+
+def _row(root: Path, names: dict[str, str], e: Entry, lines: _Lines) -> dict[str, Any]:
+    return {"store": str(root), "store_name": names.get(str(root), ""), **e.to_json(),
+            "text": lines.line(root, e.path, e.name_line)}
+
+
+def _stores(roots: list[Path]) -> list[tuple[Path, Store]]:
+    out = []
+    for root in roots:
+        store = Store(root)
+        if not store.exists():
+            raise UsageError(f"{root} has no index — run `hydra-rag index {root}`")
+        out.append((root, store))
+    return out
+
+
+def definitions(roots: list[Path], name: str) -> dict[str, Any]:
+    """Where `name` is defined in these folders, best first (as search puts them first):
+    `{"name", "results": [{store, path, name, qualified, kind, scope, line_start, line_end,
+    line, text}], "total"}`."""
+    w = _name(name)
+    names, lines = store_names(roots), _Lines()
+    found = [(root, e) for root, store in _stores(roots)
+             for e in select(w, store.file_list.definitions(w.name))]
+    found.sort(key=lambda re_: (aside(re_[1].path), re_[1].path.count("/")))
+    return {"name": name.strip(), "total": len(found),
+            "results": [_row(r, names, e, lines) for r, e in found[:MAX_RESULTS]]}
+
+
+def references(roots: list[Path], name: str) -> dict[str, Any]:
+    """Where `name` is used (called, named as a type or class, implemented), file by file,
+    tests and examples last: `{"name", "results": [...], "total"}`; at most MAX_RESULTS."""
+    w = _name(name)
+    names, lines = store_names(roots), _Lines()
+    found = []
+    for root, store in _stores(roots):
+        found += [(root, e) for e in store.file_list.references(w.name) if e.name == w.name]
+    found.sort(key=lambda re_: (aside(re_[1].path), str(re_[0]), re_[1].path,
+                                re_[1].name_line))
+    return {"name": name.strip(), "total": len(found),
+            "results": [_row(r, names, e, lines) for r, e in found[:MAX_RESULTS]]}
+
+
+def outline(roots: list[Path], path: str) -> dict[str, Any]:
+    """The definitions of one indexed file, in line order, each with its depth (0 top level):
+    `{"store", "path", "language", "results": [...]}`. `path` is relative to its folder, or
+    absolute."""
+    from hydra_rag.read.symbols import language_of
+
+    names, lines = store_names(roots), _Lines()
+    for root, rel in _candidates(roots, path):
+        store = Store(root)
+        entry = store.file_list.get(rel) if store.exists() else None
+        if entry is None or not entry.kind:
+            continue
+        defs = store.file_list.outline(rel)
+        results = []
+        for e in defs:
+            depth = sum(1 for o in defs if o is not e and o.line_start <= e.line_start
+                        and e.line_end <= o.line_end and (o.line_start, o.line_end)
+                        != (e.line_start, e.line_end))
+            results.append({**_row(root, names, e, lines), "depth": depth})
+        return {"store": str(root), "store_name": names.get(str(root), ""), "path": rel,
+                "language": language_of(rel, "") or "", "results": results}
+    raise UsageError(f"{path!r} is not an indexed file of "
+                     + ", ".join(str(r) for r in roots))
+
+
+def _candidates(roots: list[Path], path: str) -> list[tuple[Path, str]]:
+    """(folder, path relative to it) that `path` may name."""
+    p = Path(path).expanduser()
+    out = []
+    for root in roots:
+        if p.is_absolute():
+            try:
+                out.append((root, p.resolve().relative_to(root.resolve()).as_posix()))
+            except (ValueError, OSError):
+                continue
+        else:
+            name, _, rest = path.partition(":")
+            if rest and name in (root.name, store_names(roots).get(str(root))):
+                out.append((root, rest))
+            out.append((root, Path(path).as_posix()))
+    return out

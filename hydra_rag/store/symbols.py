@@ -1,0 +1,124 @@
+"""The symbol table: each code file's definitions and references (hydra_rag.read.symbols), in
+files.db beside the file entries, so that a changed file's symbols are replaced in the very
+transaction that records its new chunks (hydra_rag.store.filelist: FileList.update).
+
+One row per definition or reference; looked up by name (any case: an index on the name
+without case) and by file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hydra_rag.read.symbols import Reference, Symbol
+
+# Bumped when parsing changes what it finds: an index made before is parsed again (no
+# embedding) by its next run (hydra_rag.index.run: symbols are back-filled).
+SYMBOLS_VERSION = 1
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS symbols (
+    rel TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,  -- function, class… for a definition; call, type… for a reference
+    scope TEXT NOT NULL,  -- the definitions around it, dotted ("" for a reference)
+    line_start INTEGER NOT NULL,
+    line_end INTEGER NOT NULL,
+    name_line INTEGER NOT NULL,
+    def INTEGER NOT NULL  -- 1 a definition, 0 a reference
+)""",
+    "CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name COLLATE NOCASE)",
+    "CREATE INDEX IF NOT EXISTS symbols_rel ON symbols(rel)",
+)
+_COLUMNS = "rel, name, kind, scope, line_start, line_end, name_line, def"
+
+Parsed = tuple[list[Symbol], list[Reference]]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A row of the symbol table: where a name is defined or used."""
+
+    path: str
+    name: str
+    kind: str
+    scope: str
+    line_start: int
+    line_end: int
+    name_line: int
+    definition: bool
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.scope}.{self.name}" if self.scope else self.name
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.name, "qualified": self.qualified,
+                "kind": self.kind, "scope": self.scope, "line_start": self.line_start,
+                "line_end": self.line_end, "line": self.name_line}
+
+
+def make(con: sqlite3.Connection) -> None:
+    for statement in SCHEMA:
+        con.execute(statement)
+
+
+def replace(con: sqlite3.Connection, parsed: Mapping[str, Parsed]) -> None:
+    """Put these files' symbols in place of the ones they had (inside the caller's
+    transaction)."""
+    con.executemany("DELETE FROM symbols WHERE rel = ?", ((r,) for r in parsed))
+    con.executemany(
+        f"INSERT INTO symbols ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+        (row for rel, (defs, refs) in parsed.items() for row in _rows(rel, defs, refs)))
+
+
+def drop(con: sqlite3.Connection, rels: Iterable[str]) -> None:
+    con.executemany("DELETE FROM symbols WHERE rel = ?", ((r,) for r in rels))
+
+
+def _rows(rel: str, defs: list[Symbol], refs: list[Reference]) -> Iterable[tuple[Any, ...]]:
+    for s in defs:
+        yield rel, s.name, s.kind, s.scope, s.line_start, s.line_end, s.name_line, 1
+    for r in refs:
+        yield rel, r.name, r.kind, "", r.line, r.line, r.line, 0
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    rel, name, kind, scope, a, b, line, d = row
+    return Entry(rel, name, kind, scope, a, b, line, bool(d))
+
+
+def has_table(con: sqlite3.Connection) -> bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE name = 'symbols'").fetchone() is not None
+
+
+def lookup(con: sqlite3.Connection, name: str, definitions: bool, limit: int = 1000
+           ) -> list[Entry]:
+    """The definitions (or uses) of a name: its own case first, then any case."""
+    if not has_table(con):
+        return []
+    rows = con.execute(f"SELECT {_COLUMNS} FROM symbols WHERE name = ? COLLATE NOCASE AND "
+                       "def = ? ORDER BY rel, name_line LIMIT ?",
+                       (name, int(definitions), limit)).fetchall()
+    entries = [_entry(r) for r in rows]
+    return sorted(entries, key=lambda e: e.name != name)
+
+
+def in_file(con: sqlite3.Connection, rel: str) -> list[Entry]:
+    """A file's definitions, in the order of its lines."""
+    if not has_table(con):
+        return []
+    rows = con.execute(f"SELECT {_COLUMNS} FROM symbols WHERE rel = ? AND def = 1 "
+                       "ORDER BY line_start, name_line", (rel,)).fetchall()
+    return [_entry(r) for r in rows]
+
+
+def count(con: sqlite3.Connection) -> tuple[int, int]:
+    """(definitions, references) in the table."""
+    if not has_table(con):
+        return 0, 0
+    rows = dict(con.execute("SELECT def, COUNT(*) FROM symbols GROUP BY def").fetchall())
+    return rows.get(1, 0), rows.get(0, 0)

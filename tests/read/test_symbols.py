@@ -1,0 +1,158 @@
+"""Definitions and references parsed by the real tree-sitter grammars (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hydra_rag.read.symbols import language_of, parse
+
+SAMPLES = {
+    "pkg/a.py": '''import os
+
+# The helper.
+@decorator
+def foo(x):
+    return bar(x)
+
+class A(Base):
+    """Doc."""
+    def method(self):
+        self.x = foo(1)
+
+TIMEOUT: int = 3
+''',
+    "a.go": '''package main
+
+// Server serves.
+type Server struct { x int }
+
+const Max = 3
+
+// Start starts it.
+func (s *Server) Start() error {
+    return helper(s)
+}
+
+func helper(s *Server) error { return nil }
+''',
+    "src/a.rs": '''/// A thing.
+#[derive(Debug)]
+pub struct Regex { x: u8 }
+
+impl Regex {
+    pub fn new(s: &str) -> Regex {
+        build(s)
+    }
+}
+
+const LIMIT: usize = 10;
+fn build(s: &str) -> Regex { Regex { x: 0 } }
+''',
+    "lib/a.js": '''// Router
+export function route(path) { return match(path); }
+class App extends Base {
+  listen(port) { return http.createServer(this); }
+}
+const handler = (req) => req;
+''',
+    "a.ts": '''export interface Opts { a: number }
+export type Id = string;
+export class Client { request(o: Opts): Id { return send(o); } }
+export function send(o: Opts): Id { return "x"; }
+''',
+    "Foo.java": '''public class Foo {
+  public static final int MAX = 3;
+  @Override
+  public String toString() { return bar(); }
+  enum Kind { A, B }
+}
+''',
+    "a.c": '''#define MAX 10
+/* adds */
+static int
+add(int a, int b)
+{
+    return a + b;
+}
+''',
+    "a.rb": '''module Net
+  class HTTP
+    def get(path)
+      request(path)
+    end
+  end
+end
+''',
+    "build.sh": '''#!/bin/sh
+# builds it
+build() {
+  make all
+}
+build
+''',
+}
+
+# (path, qualified name, kind, first line, last line)
+DEFINED = [
+    ("pkg/a.py", "foo", "function", 3, 6),  # the comment and decorator above it included
+    ("pkg/a.py", "A", "class", 8, 11),
+    ("pkg/a.py", "A.method", "method", 10, 11),
+    ("pkg/a.py", "TIMEOUT", "constant", 13, 13),
+    ("a.go", "Server", "type", 3, 4),
+    ("a.go", "Max", "constant", 6, 6),
+    ("a.go", "Server.Start", "method", 8, 11),  # a method's receiver is its scope
+    ("src/a.rs", "Regex", "class", 1, 3),  # doc comment and attribute included
+    ("src/a.rs", "Regex.new", "method", 6, 8),  # an impl is a scope
+    ("src/a.rs", "LIMIT", "constant", 11, 11),
+    ("lib/a.js", "route", "function", 1, 2),
+    ("lib/a.js", "App.listen", "method", 4, 4),
+    ("lib/a.js", "handler", "function", 6, 6),
+    ("a.ts", "Opts", "interface", 1, 1),
+    ("a.ts", "Id", "type", 2, 2),
+    ("a.ts", "Client.request", "method", 3, 3),
+    ("Foo.java", "Foo.MAX", "constant", 2, 2),
+    ("Foo.java", "Foo.toString", "method", 3, 4),
+    ("Foo.java", "Foo.Kind", "class", 5, 5),
+    ("a.c", "MAX", "constant", 1, 1),
+    ("a.c", "add", "function", 2, 7),  # the whole definition, not its declarator
+    ("a.rb", "Net.HTTP.get", "method", 3, 5),
+    ("build.sh", "build", "function", 2, 5),  # the comment, not the #! line
+]
+
+
+@pytest.mark.parametrize("path, qualified, kind, first, last", DEFINED)
+def test_definitions(path: str, qualified: str, kind: str, first: int, last: int) -> None:
+    lang = language_of(path)
+    assert lang is not None
+    symbols, _ = parse(SAMPLES[path], lang)
+    found = {s.qualified: s for s in symbols}
+    assert qualified in found, sorted(found)
+    s = found[qualified]
+    assert (s.kind, s.line_start, s.line_end) == (kind, first, last)
+
+
+def test_references_are_uses_not_definitions() -> None:
+    _, refs = parse(SAMPLES["pkg/a.py"], "python")
+    assert {(r.name, r.line) for r in refs} == {("bar", 6), ("foo", 11)}
+    _, refs = parse(SAMPLES["a.go"], "go")
+    uses = {(r.name, r.line) for r in refs}
+    assert ("helper", 10) in uses and ("Server", 9) in uses
+    assert ("Server", 4) not in uses  # its own definition
+    _, refs = parse(SAMPLES["build.sh"], "bash")
+    assert ("build", 6) in {(r.name, r.line) for r in refs}
+
+
+def test_languages() -> None:
+    assert language_of("x/y.tsx") == "tsx"
+    assert language_of("include/z.h") == "cpp"
+    assert language_of("README.md") is None
+    assert language_of("bin/tool", "#!/usr/bin/env python3\nprint(1)\n") == "python"
+    assert language_of("bin/run", "#!/bin/bash\n") == "bash"
+    assert language_of("bin/run", "no shebang") is None
+
+
+def test_broken_and_odd_input_parses_without_error() -> None:
+    symbols, _ = parse("def ok():\n    pass\n\ndef broken(:\n", "python")
+    assert "ok" in {s.name for s in symbols}
+    assert parse("", "go") == ([], [])
+    assert parse("\x00\udcff garbage ((((", "rust")[0] == []

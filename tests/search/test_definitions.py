@@ -1,0 +1,187 @@
+"""Code navigation through the real index, sidecar and LanceDB: definitions first in search,
+`def`, `refs` and `outline`, the symbol table kept with the chunks, and an older index filled
+in without embedding again."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_cli, write_tree
+from hydra_rag.search.definitions import Wanted, wanted
+from hydra_rag.store.index_dir import Store
+
+HELPER = '''"""Proxy helpers."""
+
+import os
+
+
+# Whether a URL goes around the proxy: the hosts in no_proxy do.
+@functools.lru_cache
+def should_bypass_proxies(url, no_proxy):
+    """Return True when the URL's host is one the environment says to reach directly."""
+    hosts = [h.strip() for h in (no_proxy or os.environ.get("NO_PROXY", "")).split(",")]
+    host = url.split("://", 1)[-1].split("/", 1)[0]
+    return any(host.endswith(h) for h in hosts if h)
+
+
+def get_environ_proxies(url, no_proxy=None):
+    if should_bypass_proxies(url, no_proxy):
+        return {}
+    return {"http": os.environ.get("HTTP_PROXY", "")}
+'''
+
+SESSION = "".join([
+    '"""Sessions."""\n\n\nclass Session:\n    """A session keeps settings across requests."""\n\n',
+    *(f"    def helper_{i}(self, value):\n        \"\"\"Helper {i} of the session.\"\"\"\n"
+      f"        return value * {i}\n\n" for i in range(12)),
+    "    def send(self, request, **kwargs):\n",
+    "        \"\"\"Send a prepared request, through the proxy unless it is bypassed.\"\"\"\n",
+    "        proxies = get_environ_proxies(request.url)\n",
+    "        return self.adapter.send(request, proxies=proxies, **kwargs)\n",
+])
+
+TESTS = "".join(
+    f"def test_bypass_{i}():\n    assert should_bypass_proxies('http://h{i}.local', 'local')\n\n\n"
+    for i in range(8))
+
+
+@pytest.fixture
+def project(home: Path, tmp_path: Path) -> Path:
+    root = write_tree(tmp_path / "proj", {
+        "src/net/utils.py": HELPER,
+        "src/net/sessions.py": SESSION,
+        "tests/test_utils.py": TESTS,
+        "docs/proxies.md": ("# Proxies\n\nshould_bypass_proxies decides which hosts skip the "
+                            "proxy; set NO_PROXY to a list of host suffixes.\n"),
+        "web/router.js": ("// Routes a path to its handler.\nexport function routePath(path) {\n"
+                          "  return handlers[path];\n}\n"),
+        "cmd/serve.go": ("package main\n\n// Server serves.\ntype Server struct{ port int }\n\n"
+                         "// Start listens.\nfunc (s *Server) Start() error {\n\treturn nil\n}\n"),
+        "src/lib.rs": ("/// Compiles a pattern.\npub fn compile_pattern(p: &str) -> usize {\n"
+                       "    p.len()\n}\n"),
+    })
+    proc = run_cli("index", str(root))
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def _search(root: Path, query: str, *extra: str) -> list[dict]:  # type: ignore[type-arg]
+    proc = run_cli("search", query, "--path", str(root), "-k", "5", "--json", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["results"]
+
+
+@pytest.mark.parametrize(("query", "found"), [
+    ("send_from_directory", Wanted("send_from_directory", "", False)),
+    ("`Session.send`", Wanted("send", "Session", False)),
+    ("Session::send()", Wanted("send", "Session", False)),
+    ("where is should_bypass_proxies defined?", Wanted("should_bypass_proxies", "", True)),
+    ("Where's the function parse_url declared", Wanted("parse_url", "", True)),
+    ("definition of Flask.route", Wanted("route", "Flask", True)),
+    ("find the definition of make_response", Wanted("make_response", "", True)),
+    ("HTTPAdapter definition", Wanted("HTTPAdapter", "", True)),
+    ("how are proxies bypassed", None),
+    ("where is the config file", None),
+    ("what does send do?", None),
+])
+def test_what_a_query_names(query: str, found: Wanted | None) -> None:
+    assert wanted(query) == found
+
+
+def test_definitions_come_first(project: Path) -> None:
+    for query in ("should_bypass_proxies", "where is should_bypass_proxies defined?",
+                  "should_bypass_proxies()"):
+        top = _search(project, query)[0]
+        assert top["path"] == "src/net/utils.py", (query, top)
+        assert top["line_start"] <= 8 <= top["line_end"] and "definition" in top["ranks"]
+    top = _search(project, "Session.send")[0]
+    assert top["path"] == "src/net/sessions.py" and top["ranks"] == {"definition": 1}
+    assert "def send(self, request" in top["text"]
+    for query, path in (("routePath", "web/router.js"), ("Server.Start", "cmd/serve.go"),
+                        ("compile_pattern", "src/lib.rs")):
+        assert _search(project, query)[0]["path"] == path, query
+    # A question in words is left as the search ranks it.
+    assert not any("definition" in h["ranks"] for h in _search(project, "how are proxies bypassed"))
+    off = _search(project, "should_bypass_proxies", "--prose-only")
+    assert not any("definition" in h["ranks"] for h in off)
+
+
+def test_def_refs_outline(project: Path) -> None:
+    proc = run_cli("def", "Session.send", "--path", str(project))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("src/net/sessions.py:")
+    assert "method Session.send  def send(self, request, **kwargs):" in proc.stdout
+    proc = run_cli("def", "should_bypass_proxies", "--path", str(project), "--json")
+    (row,) = json.loads(proc.stdout)["results"]
+    assert (row["path"], row["kind"], row["line_start"], row["line"]) == \
+        ("src/net/utils.py", "function", 6, 8)  # the comment and decorator above it count
+    proc = run_cli("refs", "should_bypass_proxies", "--path", str(project))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "src/net/utils.py:16: if should_bypass_proxies(url, no_proxy):"
+    assert len(lines) == 9 and all(ln.startswith("tests/test_utils.py:") for ln in lines[1:])
+    proc = run_cli("outline", str(project / "src/net/sessions.py"), "--json")
+    doc = json.loads(proc.stdout)
+    assert doc["language"] == "python"
+    assert [(r["name"], r["depth"]) for r in doc["results"]][:2] == [("Session", 0),
+                                                                     ("helper_0", 1)]
+    proc = run_cli("outline", "src/net/utils.py", cwd=project)
+    assert proc.stdout.splitlines()[0].split() == ["6-12", "function", "should_bypass_proxies"]
+    for args, code, said in ((["def", "nowhere_defined"], 1, "defined nowhere"),
+                             (["refs", "nowhere_used"], 1, "used nowhere"),
+                             (["def", "two words"], 2, "is not a name"),
+                             (["outline", "docs/missing.py"], 2, "is not an indexed file")):
+        proc = run_cli(*args, cwd=project)
+        assert proc.returncode == code and said in proc.stderr, (args, proc.stderr)
+
+
+def _symbols(root: Path, rel: str) -> set[str]:
+    with sqlite3.connect(Store(root).files_path) as con:
+        return {n for (n,) in con.execute("SELECT name FROM symbols WHERE rel = ? AND def = 1",
+                                          (rel,))}
+
+
+def test_the_symbol_table_follows_the_files(project: Path) -> None:
+    assert _symbols(project, "src/net/utils.py") == {"should_bypass_proxies",
+                                                     "get_environ_proxies"}
+    (project / "src/net/utils.py").write_text(HELPER.replace("should_bypass_proxies",
+                                                             "skips_proxy"))
+    (project / "src/lib.rs").unlink()
+    proc = run_cli("index", str(project))
+    assert proc.returncode == 0, proc.stderr
+    assert _symbols(project, "src/net/utils.py") == {"skips_proxy", "get_environ_proxies"}
+    assert _symbols(project, "src/lib.rs") == set()
+    assert run_cli("def", "skips_proxy", cwd=project).returncode == 0
+    assert run_cli("def", "compile_pattern", cwd=project).returncode == 1
+    # An index made before the symbol table: filled in by the next run, nothing embedded.
+    meta_path = project / ".hydra-index/meta.yaml"
+    meta = yaml.safe_load(meta_path.read_text())
+    meta.pop("symbols")
+    meta_path.write_text(yaml.safe_dump(meta))
+    with sqlite3.connect(Store(project).files_path) as con:
+        con.execute("DROP TABLE symbols")
+    assert run_cli("def", "skips_proxy", cwd=project).returncode == 1
+    proc = run_cli("index", str(project), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["chunks_embedded"] == 0
+    assert run_cli("def", "skips_proxy", cwd=project).returncode == 0
+
+
+def test_definitions_across_folders(project: Path, tmp_path: Path) -> None:
+    other = write_tree(tmp_path / "other", {"lib/proxy.py": (
+        "def should_bypass_proxies(url):\n    return False\n")})
+    assert run_cli("index", str(other)).returncode == 0
+    proc = run_cli("def", "should_bypass_proxies", "--path", str(project), "--path", str(other))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(ln.split(":", 2)[1] for ln in proc.stdout.splitlines()) == \
+        ["lib/proxy.py", "src/net/utils.py"]
+    proc = run_cli("search", "should_bypass_proxies", "--path", str(project), "--path",
+                   str(other), "-k", "3", "--json")
+    top = json.loads(proc.stdout)["results"][:2]
+    assert {h["path"] for h in top} == {"lib/proxy.py", "src/net/utils.py"}
+    assert all("definition" in h["ranks"] for h in top)
