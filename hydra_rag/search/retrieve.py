@@ -532,7 +532,8 @@ class Searcher:
         if top:
             # A follow-up is judged together with the question before it, as it was searched.
             hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)
-        w = wanted(query) if self.settings.definitions and "code" in tables else None
+        # Like the literal list, part of the default hybrid only: one method alone stays itself.
+        w = wanted(query) if self.settings.definitions and hybrid and "code" in tables else None
         if w is not None:
             code = {s: str(t["code"].get("embedder", "")) for s, t in map(self._follow,
                     range(len(self.stores))) if "code" in t}
