@@ -72,6 +72,15 @@ def search(
     explain: Annotated[bool, typer.Option("--explain", help="Show each list's rank.")] = False,
     mode: Annotated[str, typer.Option(
         "--mode", help="hybrid (vector + BM25, fused), vector or bm25.")] = "hybrid",
+    glob: Annotated[list[str] | None, typer.Option(
+        "--glob", "-g", metavar="PATTERN",
+        help="Only files matching it (gitignore's syntax: *.py, src/**, !tests/; repeatable).")
+    ] = None,
+    lang: Annotated[list[str] | None, typer.Option(
+        "--lang", metavar="L", help="Only files in this language (python, go, markdown…; "
+        "repeatable).")] = None,
+    files: Annotated[bool, typer.Option(
+        "--files", "-l", help="Print only the matching files, best first, one per line.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     queries: Annotated[Path | None, typer.Option(
         "--queries", help="JSONL file of {\"_id\", \"text\"}: one JSON result per line.")] = None,
@@ -80,8 +89,10 @@ def search(
 ) -> None:
     """Retrieval only: vector + BM25 on code and prose, fused (see --explain)."""
     from hydra_rag.config import load_settings
+    from hydra_rag.search.paths import PathFilter
     from hydra_rag.search.retrieve import Searcher
 
+    where = PathFilter.of(glob, lang)
     if code_only and prose_only:
         raise typer.BadParameter("--code-only and --prose-only exclude each other")
     if (query is None) == (queries is None):
@@ -94,13 +105,16 @@ def search(
     names = store_names(str(store.root) for store, _ in searcher.stores)
     if queries is not None:
         for n, item in enumerate(_read_queries(queries), start=1):
-            hits = searcher.search(item["text"], k, tables, methods=lists)
+            hits = searcher.search(item["text"], k, tables, methods=lists, where=where)
             print_json({"query_id": item.get("_id", str(n)), "query": item["text"],
                          "results": [api.hit_json(i, h, item["text"], names)
                                      for i, h in enumerate(hits, 1)]})
         return
     assert query is not None
-    hits = searcher.search(query, k, tables, methods=lists)
+    if files:
+        _files(searcher, query, k, tables, lists, where, as_json, names)
+        return
+    hits = searcher.search(query, k, tables, methods=lists, where=where)
     for w in searcher.warnings:
         say(f"warning: {w}")
     if as_json:
@@ -118,6 +132,28 @@ def search(
 
 
 
+
+
+def _files(searcher: Any, query: str, k: int, tables: tuple[str, ...], lists: tuple[str, ...],
+           where: Any, as_json: bool, names: dict[str, str]) -> None:
+    """`search --files`: the first k files among all the ranked candidates."""
+    seen: dict[tuple[str, str], None] = {}
+    for h in searcher.fused(query, tables, methods=lists, where=where):
+        seen.setdefault((h.store, h.path))
+        if len(seen) == k:
+            break
+    for w in searcher.warnings:
+        say(f"warning: {w}")
+    multi = len(searcher.stores) > 1
+    paths = [f"{names[s]}:{p}" if multi else p for s, p in seen]
+    if as_json:
+        print_json({"query": query, "files": [{"store": s, "store_name": names.get(s, ""),
+                                               "path": p} for s, p in seen]})
+        return
+    for p in paths:
+        sys.stdout.write(p + "\n")
+    if not paths:
+        say("no results")
 
 
 def _read_queries(path: Path) -> list[dict[str, str]]:

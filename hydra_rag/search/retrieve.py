@@ -38,7 +38,7 @@ from typing import Any
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.documents import text_anchors
-from hydra_rag.errors import HydraError, IndexError_
+from hydra_rag.errors import HydraError
 from hydra_rag.models.embed import EmbedClient, connect
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.search import definitions
@@ -60,9 +60,11 @@ from hydra_rag.search.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part
     score_fusion,
 )
 from hydra_rag.search.hits import Hit
+from hydra_rag.search.paths import PathFilter
 from hydra_rag.search.rerank import RerankClient, check_top, connect_reranker, rerank
-from hydra_rag.search.table_cache import CachedTable, Found, Stamp, TableCache
-from hydra_rag.store.index_dir import FTS_COLUMN, NPROBES, REFINE_FACTOR, TABLES, Store
+from hydra_rag.search.table_cache import Found, Stamp, TableCache
+from hydra_rag.search.tables import TableQueries, key_of
+from hydra_rag.store.index_dir import TABLES, Store
 from hydra_rag.store.lexical import Analysis
 from hydra_rag.store.rebuild import notice as rebuild_notice
 
@@ -87,9 +89,7 @@ def _pointer(store: Store) -> tuple[int, int]:
     return st.st_ino, st.st_mtime_ns
 
 
-def _key(store: object, name: str) -> str:
-    """One key for a thing of a store: a chunk (chunk id) or a table (its name)."""
-    return f"{store}\0{name}"
+_key = key_of
 
 
 def find_index_root(start: Path) -> Path:
@@ -105,8 +105,6 @@ def find_index_root(start: Path) -> Path:
     )
 
 
-_COLUMNS = ["id", "path", "kind", "line_start", "line_end", "text", "section"]
-_OLD_COLUMNS = _COLUMNS[:-1]  # a table written before format 3 has no `section`
 
 
 @dataclass
@@ -136,7 +134,7 @@ class _Lists:
         return {**table.slice(i, 1).to_pylist()[0], "store": store}
 
 
-class Searcher:
+class Searcher(TableQueries):
     """Searches one or more indexed folders; keeps embedding clients and open tables between
     queries.
 
@@ -196,6 +194,7 @@ class Searcher:
         self._columns: dict[str, list[str]] = {}  # the row columns each table has
         self._cache = TableCache(settings.search_cache_mb * 2**20)
         self._docs: dict[str, tuple[Stamp, dict[str, dict[str, Any]]]] = {}
+        self._kept: dict[tuple[str, Stamp, PathFilter], frozenset[str]] = {}
         self._reranker: RerankClient | None = None
         if settings.rerank:
             check_top(settings.rerank_top)
@@ -281,107 +280,10 @@ class Searcher:
             self._sizes[key] = (stamp, size)
         return t in meta_tables and self._sizes[key][1] != 0
 
-    async def _table(self, store: Store, t: str, stamp: Stamp) -> Any:
-        key = _key(store.root, t)
-        cached = self._tables.get(key)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        if t not in store.table_names():
-            raise IndexError_(f"table {t!r} in {store.data_dir} is missing; "
-                              f"run `hydra-rag index {store.root} --full`")
-        import lancedb
-
-        try:
-            lexical = (store.read_meta().get("lexical") or {}).get(t)
-            self._analysis[key] = Analysis(str(lexical["language"])) if lexical else None
-            db = await lancedb.connect_async(store.lance_uri)
-            tbl = await db.open_table(t)
-            names = (await tbl.schema()).names
-        except Exception as exc:  # LanceDB raises several types for a damaged table
-            raise IndexError_(f"table {t!r} in {store.dir} cannot be opened ({exc}); "
-                              f"run `hydra-rag index {store.root} --full`") from None
-        self._columns[key] = _COLUMNS if "section" in names else _OLD_COLUMNS
-        self._tables[key] = (stamp, tbl)
-        return tbl
-
-    async def _literal(self, tbl: Any, cached: CachedTable | None, phrase: str, limit: int,
-                       columns: list[str]) -> Found | None:
-        """The chunks of one table that hold `phrase` verbatim, case aside (at most `limit`)."""
-        if cached:
-            return cached.containing(phrase, limit)
-        quoted = phrase.lower().replace("'", "''")
-        try:
-            found = await (tbl.query().where(f"contains(lower(text), '{quoted}')")
-                           .limit(limit).select(columns).to_arrow())
-        except Exception:  # a string the filter parser rejects: the other lists still answer
-            return None
-        return Found(found.column("id").to_pylist(), [1.0] * found.num_rows, found,
-                      list(range(found.num_rows)))
-
-    async def _search_table(self, store: Store, t: str, stamp: Stamp, vectors: Any,
-                            queries: list[str], candidates: int,
-                            use_bm25: bool, needles: Sequence[tuple[str, str, int]],
-                            ) -> tuple[list[tuple[Any, Any]], dict[str, Any]]:
-        """(vector result, full-text result) per query, None for a list not searched; and the
-        literal matches of each needle (list name, string, limit), None where the filter failed."""
-        key = _key(store.root, t)
-        tbl = await self._table(store, t, stamp)
-        cached = await self._cache.get(key, tbl, stamp, self._sizes.get(key, (0, -1))[1],
-                                       self._columns[key])
-        analysis = self._analysis.get(key)
-        columns = self._columns[key]
-        literal = {name: asyncio.ensure_future(self._literal(tbl, cached, s, limit, columns))
-                   for name, s, limit in needles}
-
-        async def fts(q: str) -> Any:
-            # The query analysed like this table's text (identifier parts, prefix stems).
-            text = analysis.query(q) if analysis else q
-            if not text.strip():
-                return None
-            query = tbl.query().nearest_to_text(text, columns=FTS_COLUMN if analysis else None)
-            query = query.limit(candidates)
-            # Reading no column at all (row ids only) saves a third of a small query's time.
-            query = query.with_row_id().select(["_score"]) if cached else query.select(
-                [*columns, "_score"])
-            try:
-                found = await query.to_arrow()
-            except Exception:  # a query the FTS parser rejects still gets vector results
-                return None
-            return cached.take(found) if cached else Found.from_lance(found, "_score")
-
-        fts_jobs = [asyncio.ensure_future(fts(q)) for q in queries] if use_bm25 else []
-        try:
-            lists = await self._vectors_then(tbl, cached, fts_jobs, vectors, queries,
-                                             candidates, columns)
-            return lists, {name: await job for name, job in literal.items()}
-        finally:
-            for job in [*fts_jobs, *literal.values()]:  # nothing left pending
-                job.cancel()
-
-    async def _vectors_then(self, tbl: Any, cached: CachedTable | None, fts_jobs: list[Any],
-                            vectors: Any, queries: list[str], candidates: int,
-                            columns: list[str]) -> list[tuple[Any, Any]]:
-        matrix = await vectors  # embedded meanwhile, in a thread (None: no vector search)
-        vec: list[Found | None]
-        if matrix is None:
-            vec = [None] * len(queries)
-        elif cached:
-            vec = [cached.nearest(matrix[i], candidates) for i in range(len(queries))]
-        else:
-            vec = [Found.from_lance(found, "_distance") for found in await asyncio.gather(*[
-                # nprobes and refine_factor apply only to a table with a vector index (past
-                # ANN_ROWS); without one the search is exact.
-                tbl.query().nearest_to(matrix[i]).column("vector").distance_type("dot")
-                .nprobes(NPROBES).refine_factor(REFINE_FACTOR)
-                .limit(candidates).select([*columns, "_distance"]).to_arrow()
-                for i in range(len(queries))
-            ])]
-        bm25 = await asyncio.gather(*fts_jobs) if fts_jobs else [None] * len(queries)
-        return list(zip(vec, bm25, strict=True))
-
     async def _gather(self, queries: list[str], tables: Sequence[str],
                       candidates: int, methods: Sequence[str],
-                      needles: Sequence[tuple[str, str, int]] = ()) -> _Lists:
+                      needles: Sequence[tuple[str, str, int]] = (),
+                      where: PathFilter | None = None) -> _Lists:
         loop = asyncio.get_running_loop()
         unknown = set(methods) - set(METHODS)
         if unknown or not methods:
@@ -390,9 +292,13 @@ class Searcher:
         no_vectors = loop.create_future()
         no_vectors.set_result(None)
         jobs: list[tuple[Store, str, str, Stamp]] = []
+        only: dict[str, frozenset[str] | None] = {}
         for i in range(len(self.stores)):
             store, meta_tables = self._follow(i)
             stamp = self._stamp(store)
+            only[str(store.root)] = self._only(store, stamp, where)
+            if only[str(store.root)] == frozenset():
+                continue  # none of its files is wanted
             for t in tables:
                 if not self._searchable(store, meta_tables, t, stamp):
                     continue
@@ -405,7 +311,7 @@ class Searcher:
                    for eid in dict.fromkeys(j[2] for j in jobs)}
         results = await asyncio.gather(
             *[self._search_table(store, t, stamp, vectors[eid], queries, candidates,
-                                 "bm25" in methods, needles)
+                                 "bm25" in methods, needles, only[str(store.root)])
               for store, t, eid, stamp in jobs],
             return_exceptions=True,
         )
@@ -454,15 +360,26 @@ class Searcher:
 
     def search(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
                candidates: int = CANDIDATES, also: str | None = None,
-               methods: Sequence[str] = METHODS) -> list[Hit]:
+               methods: Sequence[str] = METHODS, where: PathFilter | None = None) -> list[Hit]:
         """Top-k hits for `query` from the chosen tables, fused over all lists. `also` adds
         the lists of a second query (a follow-up question together with the one before it);
-        `methods` picks the lists ("vector", "bm25"; both by default)."""
-        return self.fused(query, tables, candidates, also, methods, k)
+        `methods` picks the lists ("vector", "bm25"; both by default); `where` keeps the
+        search to some files (--glob, --lang)."""
+        return self.fused(query, tables, candidates, also, methods, k, where)
+
+    def _only(self, store: Store, stamp: Stamp, where: PathFilter | None) -> frozenset[str] | None:
+        """The recorded paths of a folder that `where` keeps (None: all), read again after
+        an index run."""
+        if where is None:
+            return None
+        key = (str(store.root), stamp, where)
+        if key not in self._kept:
+            self._kept = {key: where.select(store.file_list.light())}  # the latest one only
+        return self._kept[key]
 
     def fused(self, query: str, tables: Sequence[str] = TABLES, candidates: int = CANDIDATES,
               also: str | None = None, methods: Sequence[str] = METHODS,
-              k: int | None = None) -> list[Hit]:
+              k: int | None = None, where: PathFilter | None = None) -> list[Hit]:
         """Every candidate of every list, fused, best first (the first k when k is given)."""
         query = query.strip()
         if not query:
@@ -483,10 +400,10 @@ class Searcher:
             needles += [(f"term:{t}", t, TERM_MAX + 1) for t in literal_terms(queries[-1])]
         try:
             found = self._loop.run_until_complete(
-                self._gather(queries, tables, candidates, methods, needles))
+                self._gather(queries, tables, candidates, methods, needles, where))
         except _Moved:
             found = self._loop.run_until_complete(
-                self._gather(queries, tables, candidates, methods, needles))
+                self._gather(queries, tables, candidates, methods, needles, where))
         ranked = {name: sorted(items, key=lambda kv: -kv[1])[:candidates]
                   for name, items in found.scores.items()
                   # a name in more chunks than TERM_MAX (over every table and folder) tells
@@ -538,6 +455,8 @@ class Searcher:
             code = {s: str(t["code"].get("embedder", "")) for s, t in map(self._follow,
                     range(len(self.stores))) if "code" in t}
             hits = definitions.first(list(code), w, hits, k, code.get)
+        if where is not None:  # the definitions too; and lists too long to filter in LanceDB
+            hits = [h for h in hits if where.match(h.path)]
         return hits if k is None else hits[:k]
 
     def _documents(self, root: str) -> dict[str, dict[str, Any]]:

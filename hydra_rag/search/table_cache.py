@@ -53,20 +53,37 @@ class CachedTable:
     def nbytes(self) -> int:
         return int(self.rows.nbytes + self.vectors.nbytes + 150 * len(self.ids))
 
-    def nearest(self, vector: Any, limit: int) -> Found:
-        """Exact kNN by dot product (cosine for unit vectors), as LanceDB would answer it."""
+    def nearest(self, vector: Any, limit: int, only: frozenset[str] | None = None) -> Found:
+        """Exact kNN by dot product (cosine for unit vectors), as LanceDB would answer it;
+        among the chunks of the paths `only` when it is given."""
         sims = self.vectors @ vector
+        if only is not None:
+            sims = np.where(self._of(only), sims, -np.inf)
+            limit = min(limit, int(np.isfinite(sims).sum()))
+            if not limit:
+                return Found([], [], self.rows, [])
         top = np.argpartition(-sims, limit - 1)[:limit] if limit < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top], kind="stable")].tolist()
         return Found([self.ids[i] for i in top], sims[top].tolist(), self.rows, top)
 
-    def containing(self, phrase: str, limit: int) -> Found:
+    def containing(self, phrase: str, limit: int, only: frozenset[str] | None = None) -> Found:
         """Chunks whose text holds `phrase`, case aside (a scan of the rows in memory)."""
         import pyarrow.compute as pc
 
         mask = pc.match_substring(self.rows.column("text"), phrase, ignore_case=True)
-        at = np.flatnonzero(mask.to_numpy(zero_copy_only=False))[:limit].tolist()
+        hold = mask.to_numpy(zero_copy_only=False)
+        if only is not None:
+            hold = hold & self._of(only)
+        at = np.flatnonzero(hold)[:limit].tolist()
         return Found([self.ids[i] for i in at], [1.0] * len(at), self.rows, at)
+
+    def _of(self, only: frozenset[str]) -> Any:
+        """Which rows belong to the paths `only` (a boolean array)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        member = pc.is_in(self.rows.column("path"), value_set=pa.array(sorted(only), pa.string()))
+        return member.to_numpy(zero_copy_only=False).astype(bool)
 
     def take(self, found: Any) -> Found:
         """A full-text result of row ids and scores, pointed at the cached rows (the query and

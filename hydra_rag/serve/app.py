@@ -200,7 +200,8 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
             raise UsageError("k must be a number") from None
         doc = await asyncio.to_thread(scope.search, q.get("q", ""), k,
                                       q.getlist("path") or None, q.get("tag"),
-                                      q.get("mode", "hybrid"))
+                                      q.get("mode", "hybrid"), q.getlist("glob") or None,
+                                      q.getlist("lang") or None)
         return JSONResponse(doc)
 
     async def get(request: Request) -> Response:

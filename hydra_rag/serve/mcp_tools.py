@@ -52,8 +52,13 @@ def build(scope: Scope) -> Any:
             description="Only these folders of the scope (path or name, see `stores`).")] = None,
         tag: Annotated[str | None, Field(description="Only folders with this tag.")] = None,
         mode: Annotated[str, Field(description="hybrid (default), vector or bm25.")] = "hybrid",
+        glob: Annotated[list[str] | None, Field(description=(
+            "Only files matching these patterns (gitignore's syntax: '*.py', 'src/**', "
+            "'!tests/').")) ] = None,
+        lang: Annotated[list[str] | None, Field(description=(
+            "Only files in these languages (python, typescript, go, markdown…)."))] = None,
     ) -> dict[str, Any]:
-        return await run(lambda: scope.search(query, k, paths, tag, mode))
+        return await run(lambda: scope.search(query, k, paths, tag, mode, glob, lang))
 
     @server.tool(description=(
         "Read lines of an indexed file, to see the context around a search hit. path is as "

@@ -103,7 +103,8 @@ class Scope:
             self._idle.put(searcher)
 
     def search(self, query: str, k: int = 10, paths: list[str] | None = None,
-               tag: str | None = None, mode: str = "hybrid") -> dict[str, Any]:
+               tag: str | None = None, mode: str = "hybrid", glob: list[str] | None = None,
+               lang: list[str] | None = None) -> dict[str, Any]:
         """Ranked passages: `{"query", "results": [...], "warnings": [...]}` as `search --json`."""
         query = (query or "").strip()
         if not query:
@@ -114,9 +115,12 @@ class Scope:
             raise UsageError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         if not 1 <= k <= MAX_K:
             raise UsageError(f"k must be from 1 to {MAX_K}, not {k}")
+        from hydra_rag.search.paths import PathFilter
+
+        where = PathFilter.of(glob, lang)
         roots = self.narrow(paths, tag)
         with self._searcher(roots) as searcher:
-            hits = searcher.search(query, k, methods=MODES[mode])
+            hits = searcher.search(query, k, methods=MODES[mode], where=where)
             warnings = list(searcher.warnings)
         return {"query": query, "results": [hit_json(i, h, query, self.names)
                                             for i, h in enumerate(hits, 1)],

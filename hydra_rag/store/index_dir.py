@@ -106,6 +106,15 @@ def _in_list(column: str, values: Iterable[str]) -> str:
     return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
 
 
+def in_list(column: str, values: Iterable[str] | None) -> str | None:
+    """`column IN (…)` for a LanceDB filter; None (no filter) when `values` is None; a filter
+    that keeps nothing when it is empty."""
+    if values is None:
+        return None
+    values = sorted(values)
+    return _in_list(column, values) if values else "false"
+
+
 class Store:
     """One folder's index: the generation meta.yaml names, or a given one (`staged`: a
     generation being built, whose meta.yaml waits in its own folder until the switch).

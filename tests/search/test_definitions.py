@@ -185,3 +185,20 @@ def test_definitions_across_folders(project: Path, tmp_path: Path) -> None:
     top = json.loads(proc.stdout)["results"][:2]
     assert {h["path"] for h in top} == {"lib/proxy.py", "src/net/utils.py"}
     assert all("definition" in h["ranks"] for h in top)
+
+
+def test_search_kept_to_some_files(project: Path) -> None:
+    # The prose about proxies ranks below the code for this query; kept to Markdown it is first.
+    hits = _search(project, "which hosts skip the proxy", "--lang", "markdown")
+    assert [h["path"] for h in hits] == ["docs/proxies.md"]
+    hits = _search(project, "should_bypass_proxies", "--glob", "tests/**")
+    assert hits and all(h["path"] == "tests/test_utils.py" for h in hits)
+    hits = _search(project, "should_bypass_proxies", "--glob", "!tests/", "--glob", "!docs/")
+    assert hits[0]["path"] == "src/net/utils.py" and "definition" in hits[0]["ranks"]
+    assert all(not h["path"].startswith(("tests/", "docs/")) for h in hits)
+    proc = run_cli("search", "proxy", "--path", str(project), "--files", "-k", "3")
+    files = proc.stdout.splitlines()
+    assert proc.returncode == 0 and len(files) == 3 == len(set(files))
+    assert "src/net/utils.py" in files
+    proc = run_cli("search", "proxy", "--path", str(project), "--lang", "klingon")
+    assert proc.returncode == 2 and "unknown language 'klingon'" in proc.stderr
