@@ -5,8 +5,8 @@ default against an earlier revision in the same run.
 
 The projects come from the registries this machine reaches, as published: flask and requests
 (PyPI source distributions), express 4 (npm), cobra (Debian's golang-github-spf13-cobra-dev)
-and regex (Debian's librust-regex-dev); unpacked into bench/.work/definitions/. Nobody here
-wrote them.
+and regex (Debian's librust-regex-dev); unpacked into bench/.work/definitions/, each indexed
+as a folder of its own, as a user would. Nobody here wrote them.
 
 The names: for each project, the functions, methods, classes and types that a plain regular
 expression per language (not the parser under test) finds defined exactly once in the
@@ -103,25 +103,25 @@ def _root_of(base: Path, suffix: str) -> Path:
     return common.parent if common.name == "src" else common
 
 
-def corpus(names: list[str], tag: str) -> Path:
-    """A folder holding the projects (its own git repository: this checkout ignores .work)."""
-    root = WORK / f"corpus-{tag}"
-    root.mkdir(parents=True, exist_ok=True)
-    if not (root / ".git").exists():
+def project(name: str, tag: str) -> Path:
+    """A project's own folder, indexed on its own as a user would (its own git repository:
+    this checkout ignores .work)."""
+    root = WORK / f"projects-{tag}" / name
+    if not root.exists():
+        shutil.copytree(fetch(name), root)
         subprocess.run(["git", "init", "-q", str(root)], check=True)
-    for name in names:
-        if not (root / name).exists():
-            shutil.copytree(fetch(name), root / name)
     return root
 
 
 def definitions(root: Path, lang: str, suffix: str) -> list[tuple[str, str, int]]:
     """(name, path as search reports it, line) of the names the language's expressions find
-    defined exactly once in the project `root` (a folder of the corpus)."""
+    defined exactly once in the project `root`."""
     pats = [re.compile(p) for p in DEFINED[lang]]
     seen: dict[str, list[tuple[str, int]]] = {}
     for path in sorted(root.rglob(f"*{suffix}")):
-        rel = path.relative_to(root.parent).as_posix()
+        if ".git" in path.parts or ".hydra-index" in path.parts:
+            continue
+        rel = path.relative_to(root).as_posix()
         quoted = False  # inside a Python triple-quoted string (a docstring's example code)
         for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             if lang == "python" and (line.count('"""') + line.count("'''")) % 2:
@@ -205,34 +205,38 @@ def main() -> None:
     cases: list[tuple[str, str, str, str, int]] = []  # project, form, query, path, line
     for name in names:
         _, lang, suffix = PROJECTS[name]
-        src = corpus([name], "now") / name
-        found = definitions(src, lang, suffix)
+        found = definitions(project(name, "now"), lang, suffix)
         random.Random(7).shuffle(found)
         for sym, path, line in found[: args.names]:
             for form, text in FORMS.items():
                 cases.append((name, form, text.format(sym), path, line))
-    root_now = corpus(names, "now")
-    print(f"projects: {', '.join(names)} · {len(cases) // len(FORMS)} names · top 3")
+    print(f"projects: {', '.join(names)} · {len(cases) // len(FORMS)} names · top 3 · "
+          "each project indexed on its own")
     print("\n## grep -rnw NAME, lines sorted by path: the first line is the definition")
     for name in names:
         _, lang, suffix = PROJECTS[name]
         mine = [(c[2], c[3], c[4]) for c in cases if c[0] == name and c[1] == "bare"]
-        ok = sum(grep_first(root_now, q, suffix) == (p, n) for q, p, n in mine)
+        ok = sum(grep_first(project(name, "now"), q, suffix) == (p, n) for q, p, n in mine)
         print(f"{name:9} {ok / len(mine):.2f}")
     table: dict[str, dict[tuple[str, str], list[int | None]]] = {}
     for label, tree in trees.items():
-        root = root_now if tree == REPO else corpus(names, "before")
-        stats = index(tree, root)
-        print(f"\n{label}: indexed in {stats['seconds']:.0f} s, index {stats['mb']:.1f} MB "
-              f"(files.db {stats['files_db_mb']:.2f} MB)")
+        tag = "now" if tree == REPO else "before"
+        total = {"seconds": 0.0, "mb": 0.0, "files_db_mb": 0.0}
+        for name in names:
+            stats = index(tree, project(name, tag))
+            total = {k: total[k] + stats[k] for k in total}
+        print(f"\n{label}: indexed in {total['seconds']:.0f} s, indexes {total['mb']:.1f} MB "
+              f"(files.db {total['files_db_mb']:.2f} MB)")
         variants = {label: None}
         if tree == REPO:
             variants[f"{label}, definitions off"] = {"HYDRA_RAG_DEFINITIONS": "false"}
         for vlabel, env in variants.items():
-            results = search(tree, root, [c[2] for c in cases], env)
             table[vlabel] = {}
-            for c, res in zip(cases, results, strict=True):
-                table[vlabel].setdefault((c[0], c[1]), []).append(hit_rank(res, c[3], c[4]))
+            for name in names:
+                mine = [c for c in cases if c[0] == name]
+                results = search(tree, project(name, tag), [c[2] for c in mine], env)
+                for c, res in zip(mine, results, strict=True):
+                    table[vlabel].setdefault((c[0], c[1]), []).append(hit_rank(res, c[3], c[4]))
     print("\n## Hit@1 / Hit@3 (the definition's chunk first / in the top 3)")
     print("| project | form | " + " | ".join(table) + " |")
     print("|---|---|" + "---|" * len(table))

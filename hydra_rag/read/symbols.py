@@ -68,6 +68,10 @@ EXTRA = {
     "rust": """
 (const_item name: (identifier) @name) @definition.constant
 (static_item name: (identifier) @name) @definition.constant
+(token_tree "struct" . (identifier) @macro.class)
+(token_tree "enum" . (identifier) @macro.class)
+(token_tree "trait" . (identifier) @macro.interface)
+(token_tree "fn" . (identifier) @macro.function)
 """,
     "java": """
 (enum_declaration name: (identifier) @name) @definition.class
@@ -196,7 +200,12 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     defs: dict[int, tuple[Any, Any, str]] = {}  # node id → (node, name node, kind)
     refs: list[Reference] = []
     seen_refs: set[tuple[int, int]] = set()
+    macros: list[Symbol] = []
     for _, caps in QueryCursor(query).matches(tree.root_node):
+        made = [(cap, nodes[0]) for cap, nodes in caps.items() if cap.startswith("macro.")]
+        if made:  # a Rust item written inside a macro's body: only its tokens are known
+            macros += [_in_macro(node, cap.partition(".")[2]) for cap, node in made]
+            continue
         names = caps.get("name")
         if not names or "ignore" in caps:
             continue
@@ -217,12 +226,44 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
                 if key not in seen_refs:
                     seen_refs.add(key)
                     refs.append(Reference(_text(name), name.start_point[0] + 1, kind))
+    # A function expression named like the property it is assigned to (`res.json = function
+    # json(…)`): one definition, not a second one inside the first.
+    for node_id, (node, name, _) in list(defs.items()):
+        parent = node.parent
+        while parent is not None and parent.id not in defs:
+            parent = parent.parent
+        if parent is not None and _text(defs[parent.id][1]) == _text(name) \
+                and parent.start_point[0] == node.start_point[0]:
+            del defs[node_id]
     # A definition's own name is no use of it (Go's and Ruby's tags name it as one as well).
     named = {(_text(name), name.start_point[0] + 1) for _, name, _ in defs.values()}
     refs = [r for r in refs if (r.name, r.line) not in named]
-    symbols = [_symbol(node, name, kind, defs) for node, name, kind in defs.values()]
+    symbols = [_symbol(node, name, kind, defs) for node, name, kind in defs.values()] + macros
     symbols.sort(key=lambda s: (s.line_start, s.name_line, s.name))
     return symbols, refs
+
+
+def _in_macro(name: Any, kind: str) -> Symbol:
+    """An item in a Rust macro's body, from its tokens: from the doc comments and attributes
+    before it to the end of its `{…}` (or its `;`)."""
+    first = last = name.start_point[0]
+    sib = name.next_sibling
+    for _ in range(8):  # its parameters, return type, then the body
+        if sib is None or sib.type == ";":
+            break
+        if sib.type == "token_tree" and sib.child_count and sib.children[0].type == "{":
+            last = sib.end_point[0]
+            break
+        sib = sib.next_sibling
+    sib = name.prev_sibling
+    while sib is not None and sib.type not in ("{", "}", ";", "=>") and (
+            sib.start_point[0] >= first - 1 or sib.type in ("pub", "fn")):
+        if sib.type in ("line_comment", "block_comment", "#", "token_tree") or not sib.is_named:
+            first = min(first, sib.start_point[0])
+            sib = sib.prev_sibling
+        else:
+            break
+    return Symbol(_text(name), kind, first + 1, last + 1, name.start_point[0] + 1)
 
 
 def _text(node: Any) -> str:

@@ -1,7 +1,8 @@
 """Definitions first: a query that names a symbol (`send_from_directory`, `Session.send`,
 `parse()`, "where is NAME defined", "definition of NAME") is answered with the chunk that holds
 its definition, then the other definitions of the name, then what the search found besides.
-A query in words is left alone.
+A query in words is left alone. Among several definitions of a name, code comes before tests
+and examples, and then the search's own order decides.
 
 The names come from the symbol table (hydra_rag.store.symbols); the chunk of a definition is
 the one holding the line its name is on, preferring the one that holds most of the definition.
@@ -119,7 +120,14 @@ def first(stores: Sequence[Store], w: Wanted, hits: list[Hit], k: int | None,
         found += [(store, e) for e in select(w, store.file_list.definitions(w.name))]
     if not found:
         return hits
-    found.sort(key=lambda se: (aside(se[1].path), se[1].path.count("/")))  # stable: folders keep order
+    def searched(se: tuple[Store, Entry]) -> int:
+        """Where the search itself ranked the definition's chunk (past the end: not at all)."""
+        root, e = str(se[0].root), se[1]
+        return next((i for i, h in enumerate(hits) if h.store == root and h.path == e.path
+                     and h.line_start <= e.name_line <= h.line_end), len(hits))
+
+    # Code before tests and examples; among those, as the search ranked them.
+    found.sort(key=lambda se: (aside(se[1].path), searched(se), se[1].path.count("/")))
     found = found[: k or 10]
     top = max((h.score for h in hits), default=1.0)
     out: list[Hit] = []

@@ -17,7 +17,7 @@ from hydra_rag.read.symbols import Reference, Symbol
 
 # Bumped when parsing changes what it finds: an index made before is parsed again (no
 # embedding) by its next run (hydra_rag.index.run: symbols are back-filled).
-SYMBOLS_VERSION = 1
+SYMBOLS_VERSION = 2  # 2: Rust items in macros; `x.f = function f` once
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

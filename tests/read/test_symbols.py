@@ -156,3 +156,16 @@ def test_broken_and_odd_input_parses_without_error() -> None:
     assert "ok" in {s.name for s in symbols}
     assert parse("", "go") == ([], [])
     assert parse("\x00\udcff garbage ((((", "rust")[0] == []
+
+
+def test_rust_items_in_a_macro_and_a_named_function_expression() -> None:
+    rust = ('macro_rules! define_builder {\n    ($name:ident) => {\n        pub mod $name {\n'
+            '            /// A builder.\n            pub struct RegexBuilder(Options);\n'
+            '            impl RegexBuilder {\n                pub fn new(p: &str) -> Self {\n'
+            '                    todo!()\n                }\n            }\n        }\n    };\n}\n')
+    found = {s.name: s for s in parse(rust, "rust")[0]}
+    assert (found["RegexBuilder"].line_start, found["RegexBuilder"].name_line) == (4, 5)
+    assert (found["new"].line_start, found["new"].line_end) == (7, 9)
+    js = "res.json = function json(obj) {\n  return send(obj);\n};\n"
+    (only,) = parse(js, "javascript")[0]
+    assert (only.name, only.scope) == ("json", "")
