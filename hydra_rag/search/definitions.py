@@ -73,23 +73,26 @@ def aside(path: str) -> bool:
     return bool(_ASIDE.search(path))
 
 
-def select(w: Wanted, entries: list[Entry]) -> list[Entry]:
+def select(w: Wanted, entries: list[Entry], strict: bool = True) -> list[Entry]:
     """The definitions that answer `w`, best first: the name in its own case (any case only
-    when the query asked in words and nothing matches exactly), the scope written matching,
-    then code before tests and examples."""
+    when the query asked in words and nothing matches exactly), then code before tests and
+    examples. A scope written (`Session.send`) must be the definition's class or type;
+    `strict=False` (the `def` command) also takes a module's name (`utils.get_auth`: in
+    utils.py) and, failing both, every definition of the name."""
     exact = [e for e in entries if e.name == w.name]
     pool = exact or (entries if w.asked else [])
     if w.scope:
-        scoped = [e for e in pool if _in_scope(e, w.scope)]
-        pool = scoped or pool
+        scoped = [e for e in pool if e.scope == w.scope or e.scope.endswith("." + w.scope)]
+        if not strict:
+            scoped = scoped or [e for e in pool if _in_module(e, w.scope)] or pool
+        # In a search, a dotted string that names no class (`self.app.config`,
+        # `click.core.Context`) is looked for as the string it is.
+        pool = scoped
     return sorted(pool, key=lambda e: (aside(e.path), e.path.count("/"), e.path, e.line_start))
 
 
-def _in_scope(e: Entry, scope: str) -> bool:
-    """`Session` is the scope of `Session.send`; a module path (`utils.get_auth`) names the
-    file it is in."""
-    if e.scope == scope or e.scope.endswith("." + scope):
-        return True
+def _in_module(e: Entry, scope: str) -> bool:
+    """A module path (`utils.get_auth`, `flask.helpers.send_file`) names the file it is in."""
     stem = PurePosixPath(e.path).stem
     last = scope.rsplit(".", 1)[-1]
     return stem == last or PurePosixPath(e.path).parent.name == last and stem == "__init__"

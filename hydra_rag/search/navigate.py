@@ -66,7 +66,7 @@ def definitions(roots: list[Path], name: str) -> dict[str, Any]:
     w = _name(name)
     names, lines = store_names(roots), _Lines()
     found = [(root, e) for root, store in _stores(roots)
-             for e in select(w, store.file_list.definitions(w.name))]
+             for e in select(w, store.file_list.definitions(w.name), strict=False)]
     found.sort(key=lambda re_: (aside(re_[1].path), re_[1].path.count("/")))
     return {"name": name.strip(), "total": len(found),
             "results": [_row(r, names, e, lines) for r, e in found[:MAX_RESULTS]]}

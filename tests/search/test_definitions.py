@@ -202,3 +202,20 @@ def test_search_kept_to_some_files(project: Path) -> None:
     assert "src/net/utils.py" in files
     proc = run_cli("search", "proxy", "--path", str(project), "--lang", "klingon")
     assert proc.returncode == 2 and "unknown language 'klingon'" in proc.stderr
+
+
+def test_a_dotted_string_that_names_no_class_is_an_exact_string(project: Path) -> None:
+    from hydra_rag.search.definitions import select
+    from hydra_rag.store.symbols import Entry
+
+    send = Entry("src/net/sessions.py", "send", "method", "Session", 40, 44, 40, True)
+    helper = Entry("src/net/utils.py", "send", "function", "", 8, 12, 8, True)
+    assert select(Wanted("send", "Session", False), [helper, send]) == [send]
+    assert select(Wanted("send", "net.Session", False), [helper, send]) == []
+    assert select(Wanted("send", "utils", False), [helper, send]) == []
+    assert select(Wanted("send", "utils", True), [helper, send], strict=False) == [helper]
+    # In the index: a module path is looked for where it is written, not as a definition.
+    hits = _search(project, "net.utils.should_bypass_proxies")
+    assert not any("definition" in h["ranks"] for h in hits)
+    proc = run_cli("def", "utils.should_bypass_proxies", cwd=project)
+    assert proc.returncode == 0 and proc.stdout.startswith("src/net/utils.py:6-12")
