@@ -4,6 +4,7 @@ to stderr), and the options several commands take."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Annotated, Any
 
@@ -37,8 +38,18 @@ app.add_typer(rag_app, name="rag")
 app.add_typer(emb_app, name="embedders")
 app.add_typer(side_app, name="sidecars")
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (`| head -1`): end quietly with status 0, as ripgrep does
+        (rich's own ends with 1)."""
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0)
+
+
+# No emoji codes: `path:abc:` in a message is text, not a picture.
+out = _Console(soft_wrap=True, emoji=False)
+err = _Console(stderr=True, soft_wrap=True, emoji=False)
 state = {"debug": False}
 
 

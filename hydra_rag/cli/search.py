@@ -55,7 +55,11 @@ def _show(i: int, h: Any, query: str, label: str, explain: bool) -> None:
         for a, b in line.spans:
             body.stylize("bold magenta", a, b)
         text.append_text(body)
-        out.print(text, highlight=False, soft_wrap=False, overflow="ellipsis", no_wrap=True)
+        # Cut to the terminal's width on a terminal; whole into a pipe or a file.
+        if out.is_terminal:
+            out.print(text, highlight=False, soft_wrap=False, overflow="ellipsis", no_wrap=True)
+        else:
+            out.print(text, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 from hydra_rag import api
 from hydra_rag.cli.base import (
@@ -158,7 +159,8 @@ def doctor(
     checks = run_checks(root)
     colors = {"ok": "green", "warn": "yellow", "fail": "red"}
     for c in checks:
-        out.print(f"[{colors[c.status]}]{c.status:4}[/]  {c.name}: {c.detail}", highlight=False)
+        out.print(Text.assemble((f"{c.status:4}", colors[c.status]), f"  {c.name}: {c.detail}"),
+                  highlight=False)
         if c.fix:
             out.print(f"      → run: {c.fix}", markup=False, highlight=False)
     if any(c.status == "fail" for c in checks):

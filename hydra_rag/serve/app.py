@@ -109,8 +109,10 @@ class Guard:
             if netloc != host and (self.hosts is None or netloc not in self.hosts):
                 return 403, f"requests from the web page at {origin} are refused"
         if self.token is not None and not _public(scope["path"]):
-            given = headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            # The scheme's name is case-insensitive (RFC 9110: `bearer` is `Bearer`).
+            scheme, _, given = headers.get("authorization", "").strip().partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    given.strip().encode(), self.token.encode()):
                 return 401, "missing or wrong token: send Authorization: Bearer <token>"
         return None
 

@@ -621,6 +621,10 @@ def test_token(served_home: Path, folders: dict[str, Path]) -> None:
             status, raw = _request(srv, method, path, body,
                                    {"Content-Type": "application/json", **ok})
             assert status == 200, (path, status, raw[:300])
+        # The scheme's name in any case, as HTTP says.
+        for scheme in ("bearer", "BEARER"):
+            assert _request(srv, "GET", "/api/stores", None,
+                            {"Authorization": f"{scheme} T0ken"})[0] == 200
         # The page itself loads without the token (it asks for it); not its data.
         assert _request(srv, "GET", "/")[0] == 200
         # A foreign page that somehow holds the token is still refused.
