@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -114,49 +114,49 @@ def holding(e: Entry, chunks: list[tuple[int, int, str]]) -> str | None:
 _COLUMNS = ["id", "path", "kind", "line_start", "line_end", "text", "section"]
 
 
+def defined(stores: Sequence[Store], w: Wanted, strict: bool = True) -> list[tuple[Store, Entry]]:
+    """The definitions `w` names in these folders (`select`), code before tests and
+    examples, shallower paths first; folders keep their order otherwise."""
+    found = [(store, e) for store in stores
+             for e in select(w, store.file_list.definitions(w.name), strict)]
+    found.sort(key=lambda se: (aside(se[1].path), se[1].path.count("/")))
+    return found
+
+
 def first(stores: Sequence[Store], w: Wanted, hits: list[Hit], k: int | None,
           embedder: Callable[[Store], str | None] = lambda _s: "") -> list[Hit]:
     """`hits` with the chunks holding the definitions `w` names put first (at most k of
-    them), in the order `select` gives, folder by folder; unchanged when none is defined."""
-    found: list[tuple[Store, Entry]] = []
-    for store in stores:
-        found += [(store, e) for e in select(w, store.file_list.definitions(w.name))]
+    them): code before tests and examples, then as the search ranked their chunks;
+    unchanged when none is defined."""
+    found = defined(stores, w)
     if not found:
         return hits
+
     def searched(se: tuple[Store, Entry]) -> int:
         """Where the search itself ranked the definition's chunk (past the end: not at all)."""
         root, e = str(se[0].root), se[1]
         return next((i for i, h in enumerate(hits) if h.store == root and h.path == e.path
                      and h.line_start <= e.name_line <= h.line_end), len(hits))
 
-    # Code before tests and examples; among those, as the search ranked them.
     found.sort(key=lambda se: (aside(se[1].path), searched(se), se[1].path.count("/")))
     found = found[: k or 10]
+    # Each folder's chunks of the files concerned, in one query per folder.
+    chunks: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for store in dict.fromkeys(s for s, _ in found):
+        paths = sorted({e.path for s, e in found if s is store})
+        for r in store.rows_for_paths("code", paths, _COLUMNS):
+            chunks.setdefault((id(store), r["path"]), []).append(r)
     top = max((h.score for h in hits), default=1.0)
     out: list[Hit] = []
     seen: set[str] = set()
-    for store in dict.fromkeys(s for s, _ in found):
-        entries = [e for s, e in found if s is store]
-        rows = store.rows_for_paths("code", sorted({e.path for e in entries}), _COLUMNS)
-        by_path: dict[str, list[dict[str, Any]]] = {}
-        for r in rows:
-            by_path.setdefault(r["path"], []).append(r)
-        for e in entries:
-            chunks = by_path.get(e.path, [])
-            cid = holding(e, [(int(r["line_start"]), int(r["line_end"]), r["id"]) for r in chunks])
-            if cid is None or cid in seen:
-                continue
-            seen.add(cid)
-            r = next(r for r in chunks if r["id"] == cid)
-            out.append(Hit(str(store.root), e.path, r["kind"], int(r["line_start"]),
-                           int(r["line_end"]), r["text"], top, {"definition": len(out) + 1},
-                           cid, section=r.get("section") or "", embedder=embedder(store) or ""))
-    # Same order across folders as `found` (a folder's rows were fetched together).
-    order = {(h.store, h.path, h.line_start): i for i, h in enumerate(out)}
-    rank = {id(e): i for i, (_, e) in enumerate(found)}
-    out.sort(key=lambda h: min((rank[id(e)] for s, e in found
-                                if str(s.root) == h.store and e.path == h.path
-                                and h.line_start <= e.name_line <= h.line_end),
-                               default=order[(h.store, h.path, h.line_start)]))
-    out = [replace(h, ranks={"definition": i}) for i, h in enumerate(out, start=1)]
+    for store, e in found:
+        rows = chunks.get((id(store), e.path), [])
+        cid = holding(e, [(int(r["line_start"]), int(r["line_end"]), r["id"]) for r in rows])
+        if cid is None or cid in seen:
+            continue
+        seen.add(cid)
+        r = next(r for r in rows if r["id"] == cid)
+        out.append(Hit(str(store.root), e.path, r["kind"], int(r["line_start"]),
+                       int(r["line_end"]), r["text"], top, {"definition": len(out) + 1},
+                       cid, section=r.get("section") or "", embedder=embedder(store) or ""))
     return out + [h for h in hits if h.id not in seen]

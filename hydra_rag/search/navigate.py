@@ -10,7 +10,7 @@ from typing import Any
 
 from hydra_rag.errors import UsageError
 from hydra_rag.paths import store_names
-from hydra_rag.search.definitions import BARE, Wanted, aside, select, wanted
+from hydra_rag.search.definitions import BARE, Wanted, aside, defined, wanted
 from hydra_rag.store.index_dir import Store
 from hydra_rag.store.symbols import Entry
 
@@ -65,11 +65,9 @@ def definitions(roots: list[Path], name: str) -> dict[str, Any]:
     line, text}], "total"}`."""
     w = _name(name)
     names, lines = store_names(roots), _Lines()
-    found = [(root, e) for root, store in _stores(roots)
-             for e in select(w, store.file_list.definitions(w.name), strict=False)]
-    found.sort(key=lambda re_: (aside(re_[1].path), re_[1].path.count("/")))
+    found = defined([store for _, store in _stores(roots)], w, strict=False)
     return {"name": name.strip(), "total": len(found),
-            "results": [_row(r, names, e, lines) for r, e in found[:MAX_RESULTS]]}
+            "results": [_row(s.root, names, e, lines) for s, e in found[:MAX_RESULTS]]}
 
 
 def references(roots: list[Path], name: str) -> dict[str, Any]:
