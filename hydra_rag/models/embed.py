@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from hydra_rag.catalog import EMBED_PORTS, Embedder
 from hydra_rag.config import Settings
 from hydra_rag.errors import EmbedError
 from hydra_rag.models.endpoint import JsonEndpoint, KeyEnv
+from hydra_rag.models.gguf import metadata_value
 from hydra_rag.models.pool import Pool
 from hydra_rag.models.sidecar import SidecarSpec, ensure, read_record, restarter
 
@@ -47,20 +49,28 @@ _LOAD = threading.Lock()
 
 
 class Tokenizer:
-    """Counts tokens exactly with the embedder's own vocabulary (llama.cpp, vocab only)."""
+    """Counts tokens exactly with the embedder's own vocabulary (llama.cpp, vocab only). The
+    vocabulary is loaded on the first count: a search only prepares its query, which needs
+    just the tokenizer's kind, read from the file's header."""
 
     def __init__(self, model_path: str) -> None:
+        self.model_path = model_path
+        # llama.cpp's Unigram tokenizer reads a newline or a tab as an unknown token, where
+        # SentencePiece's own normaliser makes every whitespace run one space.
+        kind = metadata_value(model_path, "tokenizer.ggml.model")
+        self.unigram = kind == "t5" if kind is not None else self._llm.metadata.get(
+            "tokenizer.ggml.model") == "t5"
+
+    @cached_property
+    def _llm(self) -> Any:
         import llama_cpp
 
         quiet_llama()
         with _LOAD:
             # A small context: llama-cpp-python sizes a logits array by n_batch × vocabulary
             # even when it only tokenizes (512 × 250,002 floats for multilingual-e5).
-            self._llm = llama_cpp.Llama(model_path, vocab_only=True, n_ctx=16, n_batch=16,
-                                        verbose=False)
-        # llama.cpp's Unigram tokenizer reads a newline or a tab as an unknown token, where
-        # SentencePiece's own normaliser makes every whitespace run one space.
-        self.unigram = self._llm.metadata.get("tokenizer.ggml.model") == "t5"
+            return llama_cpp.Llama(self.model_path, vocab_only=True, n_ctx=16, n_batch=16,
+                                   verbose=False)
 
     def prepare(self, text: str) -> str:
         """The text as the model's tokenizer expects it."""

@@ -304,14 +304,12 @@ class Store:
     @property
     def db(self) -> Any:
         if self._db is None:
-            # Lance logs warnings (e.g. "no existing dataset, it will be created") to stderr.
-            os.environ.setdefault("LANCEDB_LOG", "error")
-            import lancedb
+            from hydra_rag.store.lance import lancedb
 
             self.data_dir.mkdir(parents=True, exist_ok=True)
             # A remote store's endpoint, region and keys come from the environment
             # (AWS_ENDPOINT, AWS_REGION, AWS_ACCESS_KEY_ID…), as LanceDB reads them.
-            self._db = lancedb.connect(self.lance_uri)
+            self._db = lancedb().connect(self.lance_uri)
         return self._db
 
     def table_names(self) -> list[str]:

@@ -42,6 +42,13 @@ BIGRAMS = {"zh", "ja", "ko"}
 _IDENT = re.compile(r"[^\W\d]\w*")
 
 
+# What _part() and _word() match in ASCII text (no letters without case, no combining marks
+# there), compiled in microseconds where theirs take 0.2 s: a search of an ASCII query needs
+# only these.
+_ASCII_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z]{2,})|[A-Z]+s(?![a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_ASCII_WORD = re.compile(r"\w+")
+
+
 @cache
 def _part() -> re.Pattern[str]:
     """The pieces of one camel-case word in any script: upper-case runs, capitalised words,
@@ -114,7 +121,8 @@ class Analysis:
 
     def query(self, text: str) -> str:
         """A query, analysed like the documents and freed of full-text query syntax."""
-        return " ".join(_word().findall(self._apply(text)))
+        text = self._apply(text)
+        return " ".join((_ASCII_WORD if text.isascii() else _word()).findall(text))
 
     def _apply(self, text: str) -> str:
         extra = identifier_terms(text)
@@ -129,7 +137,8 @@ class Analysis:
 
 def split_identifier(word: str) -> list[str]:
     """`getUserName` → [get, user, name]; `HTTPServer2` → [http, server, 2]; `a_b` → [a, b]."""
-    return [p.lower() for piece in word.split("_") for p in _part().findall(piece)]
+    part = _ASCII_PART if word.isascii() else _part()
+    return [p.lower() for piece in word.split("_") for p in part.findall(piece)]
 
 
 def identifier_terms(text: str) -> str:

@@ -224,3 +224,20 @@ def test_one_method_alone_keeps_its_own_order(isolated_home: Path, tmp_path: Pat
         proc = run_cli("search", query, "--path", str(root), "--mode", "vector", "--json")
         ranks = [r["ranks"]["vector:minilm-l6"] for r in json.loads(proc.stdout)["results"]]
         assert ranks == list(range(1, 5)), query
+
+
+def test_ascii_patterns_match_the_unicode_ones_on_ascii_text() -> None:
+    """The ASCII fast path splits and finds words exactly as the full patterns do."""
+    import random
+    import string
+
+    from hydra_rag.store import lexical
+
+    rng = random.Random(7)
+    alphabet = string.ascii_letters + string.digits + "_ .-"
+    words = ["getUserName", "HTTPServer2", "URLs", "XMLHttpRequests", "parseHTTPSURLs", "ABCs"]
+    words += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 16))) for _ in range(3000)]
+    for w in words:
+        assert lexical._ASCII_PART.findall(w) == lexical._part().findall(w), w
+        assert lexical._ASCII_WORD.findall(w) == lexical._word().findall(w), w
+    assert lexical.split_identifier("getHTTPResponse_code") == ["get", "http", "response", "code"]

@@ -1,0 +1,78 @@
+"""One value of a GGUF file's metadata, read from its header without loading the model.
+
+A GGUF file begins with its key-value metadata (gguf.md in llama.cpp's repository): the magic
+`GGUF`, a version, the tensor and key counts, then each key (a length-prefixed string), its
+type and its value. Reading stops at the key asked for, so that the vocabulary arrays that
+usually follow the small keys are not read at all. Little-endian files only (GGUF v2 and v3,
+which is what llama.cpp writes on every machine we run on).
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any, BinaryIO
+
+# GGUF value types: 0–7 and 10–12 are scalars (struct formats), 8 a string, 9 an array.
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+            12: "d"}
+_STRING, _ARRAY = 8, 9
+
+
+def metadata_value(path: str | Path, key: str) -> Any:
+    """The value of `key` in the GGUF file's metadata, or None when the file lacks it or is not
+    a GGUF file this reader understands."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"GGUF" or _read(f, "I") not in (2, 3):
+                return None
+            _read(f, "Q")  # tensor count
+            for _ in range(_read(f, "Q")):
+                name = _string(f)
+                kind = _read(f, "I")
+                if name == key:
+                    return _value(f, kind)
+                _skip(f, kind)
+    except (OSError, struct.error, ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _read(f: BinaryIO, fmt: str) -> Any:
+    size = struct.calcsize("<" + fmt)
+    data = f.read(size)
+    if len(data) != size:
+        raise ValueError("truncated GGUF header")
+    return struct.unpack("<" + fmt, data)[0]
+
+
+def _string(f: BinaryIO) -> str:
+    n = _read(f, "Q")
+    return f.read(n).decode("utf-8")
+
+
+def _value(f: BinaryIO, kind: int) -> Any:
+    if kind in _SCALARS:
+        return _read(f, _SCALARS[kind])
+    if kind == _STRING:
+        return _string(f)
+    if kind == _ARRAY:
+        item, n = _read(f, "I"), _read(f, "Q")
+        return [_value(f, item) for _ in range(n)]
+    raise ValueError(f"unknown GGUF value type {kind}")
+
+
+def _skip(f: BinaryIO, kind: int) -> None:
+    if kind in _SCALARS:
+        f.seek(struct.calcsize("<" + _SCALARS[kind]), 1)
+    elif kind == _STRING:
+        f.seek(_read(f, "Q"), 1)
+    elif kind == _ARRAY:
+        item, n = _read(f, "I"), _read(f, "Q")
+        if item in _SCALARS:
+            f.seek(n * struct.calcsize("<" + _SCALARS[item]), 1)
+        else:
+            for _ in range(n):
+                _skip(f, item)
+    else:
+        raise ValueError(f"unknown GGUF value type {kind}")
