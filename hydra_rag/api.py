@@ -5,6 +5,7 @@ result; none of them decides which folders a chat searches or what a bundle hold
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,43 @@ def folders(paths: list[Path] | None, all_: bool = False,
         return [Path(p) for p in registry.chosen(all_, tags)], True
     roots = list(dict.fromkeys(find_index_root(p) for p in (paths or [Path.cwd()])))
     return roots, len(roots) > 1
+
+
+# The warm process (hydra_rag.warm) keeps searchers between commands: their tables and the
+# copies of small tables in memory are what makes its searches quick.
+KEEP_SEARCHERS = False
+_SEARCHERS: dict[tuple[Any, ...], Any] = {}
+_KEPT = 8
+
+
+def searcher(roots: list[Path], settings: Any, skip_broken: bool = False) -> Any:
+    """A Searcher over `roots`: a new one, or in the warm process the one kept for the same
+    folders, settings and user catalogs. One that skipped a broken folder is not kept, so
+    that the folder is tried again once it is indexed."""
+    from hydra_rag.search.retrieve import Searcher
+
+    if not KEEP_SEARCHERS:
+        return Searcher(roots, settings, skip_broken=skip_broken)
+    key = (tuple(str(r) for r in roots), settings, skip_broken, _catalog_stamp())
+    found = _SEARCHERS.pop(key, None)
+    if found is None:
+        found = Searcher(roots, settings, skip_broken=skip_broken)
+        if found.warnings:
+            return found
+    _SEARCHERS[key] = found  # the most recently used last
+    while len(_SEARCHERS) > _KEPT:
+        _SEARCHERS.pop(next(iter(_SEARCHERS))).close()
+    return found
+
+
+def _catalog_stamp() -> tuple[tuple[str, int], ...]:
+    """The user's configuration files and when they changed (catalogs, config.yaml)."""
+    from hydra_rag.paths import dirs
+
+    try:
+        return tuple(sorted((e.name, e.stat().st_mtime_ns) for e in os.scandir(dirs().config)))
+    except OSError:
+        return ()
 
 
 def bundle_roots(bundle: Any, warn: Warn = _ignore) -> list[Path] | None:

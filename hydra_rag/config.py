@@ -62,6 +62,12 @@ class Settings:
     # How a follow-up ("where is it defined?") is searched: "carry" puts the subject of the
     # question before it into the query; "off" searches it as typed (with the question before).
     follow_up: str = "carry"
+    # Minutes a warm background process (hydra_rag.warm) keeps the quick commands (search,
+    # get, def, refs, outline) fast after the last one; it starts on first use (0: never).
+    warm_minutes: float = 10.0
+    # Paths in `search` output on a terminal are links that open the file (OSC 8): auto (on a
+    # terminal whose TERM is not known to show the codes as text), on or off.
+    hyperlinks: str = "auto"
 
     def embedder_for(self, table: str) -> str:
         """The embedder id chosen for the `code` or `prose` table."""

@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# Each command runs in a fresh process unless a test turns the warm process on
+# (tests/cli/test_warm.py): hundreds of test homes must not each leave one running.
+os.environ.setdefault("HYDRA_RAG_WARM_MINUTES", "0")
 # Prepared models survive between runs here (gitignored); CI starts without it.
 MODELS_HOME = Path(os.environ.get("HYDRA_RAG_TEST_HOME", REPO / ".test-home"))
 

@@ -24,13 +24,14 @@ BELOW: dict[str, tuple[str, ...]] = {
     "models": ("config", "llamacpp"),
     "read": ("config", "documents"),
     "store": ("read",),
+    "warm": ("config",),  # the warm process's socket and loop; what it runs comes from cli
     "index": ("models", "store"),
     "search": ("models", "store"),
     "answer": ("search",),
     "checks": ("answer", "index"),
     "api": ("answer", "index"),
     "serve": ("api", "checks"),
-    "cli": ("serve",),
+    "cli": ("serve", "warm"),
 }
 BASICS = {"__init__", "errors", "paths", "locks", "bulk"}
 LOOSE_MAX = 8

@@ -8,13 +8,14 @@ beyond its options lives in the library (`hydra_rag.api` and below).
 
 from __future__ import annotations
 
-import os
 import sys
+from functools import cache
+from typing import Any
 
 import typer
 from rich.text import Text
 
-from hydra_rag.cli.base import app, err, humanize, state
+from hydra_rag.cli.base import app, err, humanize, quiet_stdout, state
 from hydra_rag.errors import HydraError, UsageError
 
 # Commands register in this order, which is the order --help lists them in.
@@ -22,37 +23,51 @@ from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.cli import index, watch, search, navigate, chat, bundles, stores, serve, models  # noqa: F401, E402
 # isort: on
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "run"]
 
 
 def main() -> None:
-    """Entry point: one red line per error (exit 1), usage errors exit 2, Ctrl-C exits 130."""
+    sys.exit(run(sys.argv[1:]))
+
+
+@cache
+def _command() -> Any:
+    return humanize(typer.main.get_command(app))
+
+
+def run(argv: list[str]) -> int:
+    """Run one command line; its exit status: one red line per error (1), usage errors 2,
+    Ctrl-C 130. The warm process (hydra_rag.warm) runs commands through here too."""
     try:
-        rc = humanize(typer.main.get_command(app))(standalone_mode=False)
+        rc = _command()(args=argv, prog_name="hydra-rag", standalone_mode=False)
         _flush()
         # Without standalone mode, click returns the code of `typer.Exit(n)` instead of exiting.
-        if isinstance(rc, int) and rc:
-            sys.exit(rc)
+        return rc if isinstance(rc, int) else 0
     except HydraError as exc:
         if state["debug"]:
             raise
         # What the user typed or a file holds is never read as markup.
         err.print(Text.assemble(("error:", "red"), f" {exc}"), highlight=False)
-        sys.exit(2 if isinstance(exc, UsageError) else 1)
+        return 2 if isinstance(exc, UsageError) else 1
     except BrokenPipeError:
-        _closed_pipe()
+        return _closed_pipe()
     except KeyboardInterrupt:
         err.print("interrupted")
-        sys.exit(130)
+        return 130
     except typer.Exit as exc:
         _flush()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Abort:
         err.print("interrupted")
-        sys.exit(130)
+        return 130
     except typer.TyperException as exc:  # usage errors: message and exit 2
         exc.show()  # type: ignore[attr-defined]
-        sys.exit(exc.exit_code)
+        return exc.exit_code
+    except SystemExit as exc:  # a closed pipe seen by rich (base._Console), or sys.exit(n)
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    finally:
+        state["debug"] = False
 
 
 def _flush() -> None:
@@ -63,8 +78,8 @@ def _flush() -> None:
         _closed_pipe()
 
 
-def _closed_pipe() -> None:
+def _closed_pipe() -> int:
     """The reader went away (`| head -1`): end quietly with status 0, as ripgrep does. What is
     still buffered goes nowhere, so that closing stdout at exit raises no more."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    sys.exit(0)
+    quiet_stdout()
+    return 0

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -38,19 +41,46 @@ app.add_typer(rag_app, name="rag")
 app.add_typer(emb_app, name="embedders")
 app.add_typer(side_app, name="sidecars")
 
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that what is still buffered for a reader that went away
+    raises nothing at exit (a warm command's stdout has no descriptor: nothing to do)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):
+        return
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
 class _Console(Console):
     def on_broken_pipe(self) -> None:
         """The reader went away (`| head -1`): end quietly with status 0, as ripgrep does
         (rich's own ends with 1)."""
         self.quiet = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        quiet_stdout()
         raise SystemExit(0)
 
 
 # No emoji codes: `path:abc:` in a message is text, not a picture.
-out = _Console(soft_wrap=True, emoji=False)
-err = _Console(stderr=True, soft_wrap=True, emoji=False)
+_OPTIONS: dict[str, Any] = {"soft_wrap": True, "emoji": False}
+out = _Console(**_OPTIONS)
+err = _Console(stderr=True, **_OPTIONS)
 state = {"debug": False}
+
+
+@contextmanager
+def bind_consoles(stdout: Any, stderr: Any, width: int | None,
+                  environ: dict[str, str]) -> Iterator[None]:
+    """Make `out` and `err` print to these streams as they would to a caller's own terminal
+    or pipe (its width and its environment: TERM, NO_COLOR, COLUMNS…), then back. For the warm
+    process (hydra_rag.warm), which runs one command at a time for callers elsewhere; the same
+    objects, so that every module's `out` and `err` follow."""
+    for console, stream in ((out, stdout), (err, stderr)):
+        Console.__init__(console, file=stream, width=width, _environ=environ, **_OPTIONS)
+    try:
+        yield
+    finally:
+        Console.__init__(out, **_OPTIONS)
+        Console.__init__(err, stderr=True, **_OPTIONS)
 
 
 def _version(value: bool) -> None:
@@ -66,6 +96,33 @@ def _main(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     state["debug"] = debug
+
+
+# Terminals known to print an OSC 8 hyperlink's escape codes as text instead of a link.
+_NO_LINKS = ("dumb", "linux", "screen", "vt100", "vt220", "cons25")
+
+
+def hyperlinks(console: Console) -> bool:
+    """Whether paths printed on `console` are made links (OSC 8): setting `hyperlinks` (auto,
+    on, off); auto means a terminal whose TERM is not one known to show the codes as text."""
+    from hydra_rag.config import load_settings
+
+    choice = load_settings().hyperlinks.strip().lower()
+    if choice in ("off", "never", "no", "false", "0") or not console.is_terminal:
+        return False
+    if choice in ("on", "always", "yes", "true", "1"):
+        return True
+    term = console._environ.get("TERM", "")  # the caller's, in the warm process too
+    return bool(term) and not term.startswith(_NO_LINKS)
+
+
+def file_url(path: Path) -> str:
+    """A file:// URL with this machine's name, as OSC 8 asks (a terminal on another machine
+    then does not open a file of its own by that path)."""
+    import socket
+    from urllib.parse import quote
+
+    return f"file://{socket.gethostname()}{quote(str(path.resolve()))}"
 
 
 def say(msg: str) -> None:

@@ -120,20 +120,28 @@ def embedders_add(
 
 @side_app.command("list")
 def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Show running sidecars: id, role, port, pid, status, and the device serving the model."""
+    """Show running sidecars: id, role, port, pid, status, and the device serving the model;
+    and the warm process that keeps quick commands fast (setting `warm_minutes`)."""
     from hydra_rag.models import sidecar
+    from hydra_rag.warm import server, socket_path
 
     rows = [{"id": r.id, "role": r.role, "port": r.port, "pid": r.pid,
              "status": sidecar.status(r), "device": r.device or "?", "model": r.model_path,
              "log": r.log}
             for r in sidecar.all_records()]
+    warm = server.running()
+    if warm is not None:
+        rows.append({"id": "warm", "role": "warm", "port": None, "pid": warm,
+                     "status": "ready", "device": "CPU", "model": None,
+                     "socket": str(socket_path())})
     if as_json:
         print_json(rows)
         return
     if not rows:
         say("no sidecars running")
     for r in rows:
-        out.print(f"{r['id']:20} {r['role']:6} 127.0.0.1:{r['port']}  pid {r['pid']:<7} "
+        where = f"127.0.0.1:{r['port']}" if r["port"] else "unix socket   "
+        out.print(f"{r['id']:20} {r['role']:6} {where}  pid {r['pid']:<7} "
                   f"{r['status']:9} {r['device']}", markup=False, highlight=False)
 
 
@@ -142,11 +150,19 @@ def sidecars_stop(
     sidecar_id: Annotated[str | None, typer.Argument(help="Sidecar id to stop.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Stop every sidecar.")] = False,
 ) -> None:
-    """Stop one sidecar, or all of them."""
+    """Stop one sidecar, or all of them (the warm process too: its id is `warm`)."""
     from hydra_rag.models import sidecar
+    from hydra_rag.warm import server
 
     if (sidecar_id is None) == (not all_):
         raise typer.BadParameter("give a sidecar ID or --all (one of them)")
+    if all_ or sidecar_id == "warm":
+        if server.stop():
+            out.print("stopped warm", markup=False, highlight=False)
+        elif not all_:
+            raise HydraError("no warm process is running")
+        if not all_:
+            return
     ids = [r.id for r in sidecar.all_records()] if all_ else [sidecar_id or ""]
     for sid in ids:
         if sidecar.stop(sid):

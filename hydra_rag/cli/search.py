@@ -14,6 +14,8 @@ from hydra_rag.cli.base import (
     RERANK,
     RERANK_TOP,
     app,
+    file_url,
+    hyperlinks,
     methods,
     out,
     print_json,
@@ -24,15 +26,18 @@ from hydra_rag.errors import HydraError
 from hydra_rag.paths import store_names
 
 
-def _show(i: int, h: Any, query: str, label: str, explain: bool) -> None:
+def _show(i: int, h: Any, query: str, label: str, explain: bool, link: str | None) -> None:
+    from rich.style import Style
     from rich.text import Text
 
     from hydra_rag.documents import locate
     from hydra_rag.search.evidence import matching_lines, weak
 
     score = f"{h.score:.4f}" if h.rerank is None else f"reranker {h.rerank:.2f}"
-    head = Text(f"{i:2}. {locate(label, h.line_start, h.line_end, h.page_unit, h.page_start, h.page_end)}",
-                style="bold")
+    head = Text(f"{i:2}. ", style="bold")
+    # On a terminal that shows them, the place is a link that opens the file (OSC 8).
+    head.append(locate(label, h.line_start, h.line_end, h.page_unit, h.page_start, h.page_end),
+                style=Style(bold=True, link=link))
     if h.page_unit:
         head.append(f"  lines {h.line_start}-{h.line_end}", style="dim")
     head.append(f"  {h.kind} · {score}", style="dim")
@@ -85,6 +90,9 @@ def search(
         "repeatable).")] = None,
     files: Annotated[bool, typer.Option(
         "--files", "-l", help="Print only the matching files, best first, one per line.")] = False,
+    vimgrep: Annotated[bool, typer.Option(
+        "--vimgrep", help="One line per matching line, `path:line:column:text`, paths from "
+        "the working folder (for editors' quickfix lists).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     queries: Annotated[Path | None, typer.Option(
         "--queries", help="JSONL file of {\"_id\", \"text\"}: one JSON result per line.")] = None,
@@ -94,18 +102,20 @@ def search(
     """Retrieval only: vector + BM25 on code and prose, fused (see --explain)."""
     from hydra_rag.config import load_settings
     from hydra_rag.search.paths import PathFilter
-    from hydra_rag.search.retrieve import Searcher
 
     where = PathFilter.of(glob, lang)
     if code_only and prose_only:
         raise typer.BadParameter("--code-only and --prose-only exclude each other")
+    if sum((files, vimgrep, as_json and not files)) > 1 or (vimgrep and explain):
+        raise typer.BadParameter("choose one output: --json, --files or --vimgrep "
+                                 "(--explain only with the default output)")
     if (query is None) == (queries is None):
         raise typer.BadParameter("give a QUERY or --queries FILE (one of them)")
     tables = ("code",) if code_only else ("prose",) if prose_only else ("code", "prose")
     lists = methods(mode)
     roots, federated = api.folders(path, all_, tag)
-    searcher = Searcher(roots, load_settings(**rerank_flags(rerank, rerank_top)),
-                        skip_broken=federated)
+    searcher = api.searcher(roots, load_settings(**rerank_flags(rerank, rerank_top)),
+                            skip_broken=federated)
     names = store_names(str(store.root) for store, _ in searcher.stores)
     if queries is not None:
         for n, item in enumerate(_read_queries(queries), start=1):
@@ -129,9 +139,35 @@ def search(
     if not hits:
         say("no results")
         return
+    if vimgrep:
+        _vimgrep(hits, query)
+        return
     multi = len(searcher.stores) > 1
+    links = hyperlinks(out)
     for i, h in enumerate(hits, start=1):
-        _show(i, h, query, f"{names[h.store]}:{h.path}" if multi else h.path, explain)
+        link = file_url(Path(h.store) / h.path) if links else None
+        _show(i, h, query, f"{names[h.store]}:{h.path}" if multi else h.path, explain, link)
+
+
+def _vimgrep(hits: list[Any], query: str) -> None:
+    """`path:line:column:text` per matching line (column in bytes, from 1, as grep tools and
+    vim count); a hit found by meaning alone gives its first line. Paths are relative to the
+    working folder when under it, else absolute: what an editor started here opens."""
+    import os
+
+    from hydra_rag.search.evidence import matching_lines
+
+    here = Path.cwd()
+    for h in hits:
+        full = Path(h.store) / h.path
+        shown = os.path.relpath(full, here) if full.is_relative_to(here) else str(full)
+        lines = matching_lines(h.text, h.line_start, query, whole=True)
+        if not any(line.spans for line in lines):
+            lines = lines[:1]
+        for line in lines:
+            at = line.spans[0][0] if line.spans else 0
+            column = len(line.text[:at].encode("utf-8")) + 1
+            sys.stdout.write(f"{shown}:{line.number}:{column}:{line.text}\n")
 
 
 

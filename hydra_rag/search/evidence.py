@@ -121,18 +121,21 @@ def line_scores(text: str, query: str) -> tuple[list[float], list[int]]:
     return [s for s, _ in scored], [min(a for a, _ in spans) if spans else 0 for _, spans in scored]
 
 
-def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINES) -> list[Line]:
+def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINES,
+                   whole: bool = False) -> list[Line]:
     """The lines of a chunk that best match the query, in file order: the ones holding its
     exact string first, then those with the most distinct query words. When no line matches
-    (a hit found by meaning alone), the first non-blank lines."""
+    (a hit found by meaning alone), the first non-blank lines. Each cut to LINE_CHARS around
+    its first match, unless `whole`."""
+    clip = (lambda line: line) if whole else _clip
     lines = text.splitlines()
     scored = [(-score, i, Line(line_start + i, lines[i], tuple(sorted(set(spans)))))
               for i, (score, spans) in enumerate(_scored(text, query)) if score]
     if not scored:
         plain = [Line(line_start + i, raw, ()) for i, raw in enumerate(lines) if raw.strip()]
-        return [_clip(x) for x in plain[:limit]]
+        return [clip(x) for x in plain[:limit]]
     best = sorted(scored)[:limit]
-    return [_clip(line) for _, _, line in sorted(best, key=lambda t: t[1])]
+    return [clip(line) for _, _, line in sorted(best, key=lambda t: t[1])]
 
 
 def clip_around(text: str, at: int, width: int) -> tuple[str, int]:

@@ -41,3 +41,44 @@ def test_output_into_a_pipe_is_not_cut(home: Path, tmp_path: Path) -> None:
     proc = run_cli("search", "zqxjv_scheme", "--path", str(root))
     assert proc.returncode == 0, proc.stderr
     assert line in proc.stdout, proc.stdout  # 130 characters, whole
+
+
+def test_vimgrep_lines_and_links_on_a_terminal(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {
+        "src/net.py": "import os\n\n\ndef mount(prefix):\n    raise KeyError('zqxjv adapter "
+                      "missing for ' + prefix)\n",
+    })
+    assert run_cli("index", str(root)).returncode == 0
+    proc = run_cli("search", "zqxjv adapter", "--vimgrep", "-k", "1", cwd=root / "src")
+    assert proc.returncode == 0, proc.stderr
+    # path from the working folder, line, byte column of the match, the whole line
+    assert proc.stdout == ("net.py:5:20:    raise KeyError('zqxjv adapter missing for ' "
+                           "+ prefix)\n"), proc.stdout
+    assert "\x1b" not in run_cli("search", "zqxjv", "--path", str(root)).stdout  # a pipe
+
+    def on_terminal(**env: str) -> str:
+        import pty
+
+        main, sub = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "search", "zqxjv", "-k",
+                                 "1", "--path", str(root)], stdout=sub, stderr=subprocess.PIPE,
+                                env={**os.environ, "TERM": "xterm-256color", **env})
+        os.close(sub)
+        chunks = []
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # the other end closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.close(main)
+        assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+        return b"".join(chunks).decode()
+
+    shown = on_terminal()
+    url = f"file://{__import__('socket').gethostname()}{(root / 'src' / 'net.py').resolve()}"
+    assert "\x1b]8;id=" in shown and f";{url}\x1b\\" in shown, repr(shown)
+    assert "\x1b]8;" not in on_terminal(HYDRA_RAG_HYPERLINKS="off")
+    assert "\x1b]8;" not in on_terminal(TERM="linux")
