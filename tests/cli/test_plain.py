@@ -52,7 +52,7 @@ def test_vimgrep_lines_and_links_on_a_terminal(home: Path, tmp_path: Path) -> No
     proc = run_cli("search", "zqxjv adapter", "--vimgrep", "-k", "1", cwd=root / "src")
     assert proc.returncode == 0, proc.stderr
     # path from the working folder, line, byte column of the match, the whole line
-    assert proc.stdout == ("net.py:5:20:    raise KeyError('zqxjv adapter missing for ' "
+    assert proc.stdout == ("net.py:5:21:    raise KeyError('zqxjv adapter missing for ' "
                            "+ prefix)\n"), proc.stdout
     assert "\x1b" not in run_cli("search", "zqxjv", "--path", str(root)).stdout  # a pipe
 
