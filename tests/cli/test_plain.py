@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli, write_tree
 
 
@@ -41,3 +43,22 @@ def test_output_into_a_pipe_is_not_cut(home: Path, tmp_path: Path) -> None:
     proc = run_cli("search", "zqxjv_scheme", "--path", str(root))
     assert proc.returncode == 0, proc.stderr
     assert line in proc.stdout, proc.stdout  # 130 characters, whole
+
+
+# Every command that takes a folder, given one that is not there.
+_NAMES_A_FOLDER = [("index", "{}"), ("status", "{}"), ("watch", "{}"), ("doctor", "{}"),
+                   ("search", "x", "--path", "{}"), ("def", "x", "--path", "{}"),
+                   ("refs", "x", "--path", "{}"), ("ask", "x", "--rag", "{}"),
+                   ("serve", "--path", "{}"), ("outline", "{}/x.py")]
+
+
+@pytest.mark.parametrize("args", _NAMES_A_FOLDER, ids=lambda a: a[0])
+def test_a_missing_folder_is_the_same_mistake_in_every_command(
+        isolated_home: Path, tmp_path: Path, args: tuple[str, ...]) -> None:
+    missing = tmp_path / "nope"
+    proc = run_cli(*(a.format(missing) for a in args), cwd=tmp_path, timeout=120)
+    # Not a mistake of the command's syntax (2): one line, exit 1, naming the path.
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"error: {missing}") and ": no such f" in line, line
