@@ -105,7 +105,7 @@ def outline(roots: list[Path], path: str) -> dict[str, Any]:
             results.append({**_row(root, names, e, lines), "depth": depth})
         return {"store": str(root), "store_name": names.get(str(root), ""), "path": rel,
                 "language": language_of(rel, "") or "", "results": results}
-    raise HydraError(f"{path!r} is not an indexed file of "
+    raise UsageError(f"{path!r} is not an indexed file of "
                      + ", ".join(str(r) for r in roots))
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import ipaddress
 import json
+import socket
 import threading
 import uuid
 from collections.abc import AsyncIterator
@@ -342,12 +344,39 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
                      middleware=[Middleware(Guard, hosts=hosts, token=token)])
 
 
-def run(scope: Scope, host: str, port: int, token: str | None) -> None:
-    """Serve until interrupted. A host other than loopback needs a token."""
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port`, or an error in one line that says what to do. Bound here,
+    before anything is printed, rather than by uvicorn, which would log its own `ERROR:
+    [Errno 98]` after the "serving" banner and exit 3."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    # As uvicorn binds: a port left in TIME_WAIT by a server just stopped is free to take.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise HydraError(f"port {port} on {host} is in use — give another --port, or stop "
+                             "the process that holds it") from None
+        if exc.errno == errno.EACCES:
+            raise HydraError(f"port {port} on {host} needs privileges — give a --port above "
+                             "1023") from None
+        raise HydraError(f"cannot listen on {host} port {port}: {exc.strerror or exc} — check "
+                         "--host") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(scope: Scope, host: str, port: int, token: str | None,
+        sock: socket.socket | None = None) -> None:
+    """Serve until interrupted, on `sock` if given (from `listen(host, port)`). A host other
+    than loopback needs a token."""
     import uvicorn
 
     if not is_loopback(host) and not token:
         raise UsageError(f"--host {host} opens the server to the network: give --token (a "
                          "secret clients send as Authorization: Bearer TOKEN)")
-    uvicorn.run(build(scope, host, port, token), host=host, port=port, log_level="warning",
-                lifespan="on")
+    config = uvicorn.Config(build(scope, host, port, token), host=host, port=port,
+                            log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock or listen(host, port)])

@@ -4,6 +4,7 @@ into a pipe is never cut to a terminal's width."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,17 @@ def test_a_missing_folder_is_the_same_mistake_in_every_command(
     assert proc.stdout == ""
     [line] = proc.stderr.splitlines()
     assert line.startswith(f"error: {missing}") and ": no such f" in line, line
+
+
+def test_serve_on_a_busy_port_is_one_line_before_any_banner(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {"a.md": "# Kites\n\nKites fly in wind.\n"})
+    assert run_cli("index", str(root)).returncode == 0
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = run_cli("serve", "--port", str(port), "--path", str(root), timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == (f"error: port {port} on 127.0.0.1 is in use — give another --port, "
+                           "or stop the process that holds it\n"), proc.stderr
