@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.catalog import Embedder, get_embedder
+from hydra_rag.catalog import Embedder, chosen_embedder, get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.documents import text_anchors
 from hydra_rag.errors import HydraError
@@ -160,6 +160,10 @@ class Searcher(TableQueries):
                  skip_broken: bool = False) -> None:
         self.roots = [roots] if isinstance(roots, Path) else list(roots)
         self.settings = settings
+        # Queries are embedded with the model each index was built with, not the chosen one,
+        # but a chosen one that does not exist is a mistake to say, as index and status say it.
+        for table in TABLES:
+            chosen_embedder(settings, table)
         # Federated search skips a broken folder with a one-line reason instead of failing.
         self.skip_broken = skip_broken
         self._skipped: list[str] = []

@@ -77,3 +77,15 @@ def test_serve_on_a_busy_port_is_one_line_before_any_banner(home: Path, tmp_path
     assert proc.stdout == ""
     assert proc.stderr == (f"error: port {port} on 127.0.0.1 is in use — give another --port, "
                            "or stop the process that holds it\n"), proc.stderr
+
+
+def test_an_unknown_embedder_setting_fails_every_command_alike(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {"a.md": "# Kites\n\nKites fly in wind.\n"})
+    assert run_cli("index", str(root)).returncode == 0
+    for args in (("index", str(root)), ("status", str(root)), ("search", "kites", "--path", str(root))):
+        proc = run_cli(*args, env={"HYDRA_RAG_EMBEDDER": "nope"})
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        assert proc.stdout == ""
+        assert proc.stderr.startswith("error: unknown embedder 'nope'; known: ")
+        assert proc.stderr.endswith(" — change HYDRA_RAG_EMBEDDER=nope\n"), proc.stderr
+        assert len(proc.stderr.splitlines()) == 1
