@@ -66,7 +66,8 @@ def _show(i: int, h: Any, query: str, label: str, explain: bool) -> None:
 def search(
     query: Annotated[str | None, typer.Argument(help="What to look for.")] = None,
     path: Annotated[list[Path] | None, typer.Option(
-        "--path", help="Indexed folder (repeatable; default: nearest one at or above here).")] = None,
+        "--path", help="Indexed folder, or a file or subfolder of one, to search alone "
+        "(repeatable; default: nearest folder at or above here).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Search every registered folder.")] = False,
     tag: Annotated[list[str] | None, typer.Option(
         "--tag", help="Search the registered folders with this tag (repeatable).")] = None,
@@ -96,7 +97,7 @@ def search(
     from hydra_rag.search.paths import PathFilter
     from hydra_rag.search.retrieve import Searcher
 
-    where = PathFilter.of(glob, lang)
+    where = PathFilter.of(glob, lang, api.within(path))
     if code_only and prose_only:
         raise typer.BadParameter("--code-only and --prose-only exclude each other")
     if (query is None) == (queries is None):

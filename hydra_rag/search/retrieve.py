@@ -378,7 +378,7 @@ class Searcher(TableQueries):
             return None
         key = (str(store.root), stamp, where)
         if key not in self._kept:
-            self._kept = {key: where.select(store.file_list.light())}  # the latest one only
+            self._kept = {key: where.select(store.file_list.light(), str(store.root))}  # the latest one only
         return self._kept[key]
 
     def fused(self, query: str, tables: Sequence[str] = TABLES, candidates: int = CANDIDATES,
@@ -460,7 +460,7 @@ class Searcher(TableQueries):
                     range(len(self.stores))) if "code" in t}
             hits = definitions.first(list(code), w, hits, k, code.get)
         if where is not None:  # the definitions too; and lists too long to filter in LanceDB
-            hits = [h for h in hits if where.match(h.path)]
+            hits = [h for h in hits if where.match(h.path, h.store)]
         return hits if k is None else hits[:k]
 
     def _documents(self, root: str) -> dict[str, dict[str, Any]]:

@@ -3,6 +3,7 @@ into a pipe is never cut to a terminal's width."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -89,3 +90,35 @@ def test_an_unknown_embedder_setting_fails_every_command_alike(home: Path, tmp_p
         assert proc.stderr.startswith("error: unknown embedder 'nope'; known: ")
         assert proc.stderr.endswith(" — change HYDRA_RAG_EMBEDDER=nope\n"), proc.stderr
         assert len(proc.stderr.splitlines()) == 1
+
+
+def test_path_to_a_file_or_subfolder_searches_only_it(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {
+        "docs/redirects.md": "# Redirects\n\nToo many redirects end the session.\n",
+        "docs/old/redirects.md": "# Old redirects\n\nRedirects were followed forever.\n",
+        "src/redirects.py": "def follow_redirects(resp):\n    return resp.next  # redirects\n",
+        "notes.txt": "redirects, redirects, redirects\n",
+    })
+    (root / "blob.bin").write_bytes(b"\x00\x01redirects\x00" * 100)
+    assert run_cli("index", str(root)).returncode == 0
+
+    def found(*args: str) -> set[str]:
+        proc = run_cli("search", "redirects", "--files", "--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        return {r["path"] for r in json.loads(proc.stdout)["files"]}
+
+    assert found("--path", str(root)) == {"docs/redirects.md", "docs/old/redirects.md",
+                                          "src/redirects.py", "notes.txt"}
+    assert found("--path", str(root / "docs" / "redirects.md")) == {"docs/redirects.md"}
+    assert found("--path", str(root / "docs")) == {"docs/redirects.md", "docs/old/redirects.md"}
+    assert found("--path", str(root / "docs" / "old"), "--path",
+                 str(root / "src" / "redirects.py")) == {"docs/old/redirects.md",
+                                                          "src/redirects.py"}
+    # Not a file or folder of the index: said, not searched around.
+    (root / "new.md").write_text("# New\n\nredirects\n")
+    for bad, why in ((root / "new.md", "not in the index of"), (root / "blob.bin", "not in the index of"),
+                     (root / "docs" / "nope.md", "no such file or folder")):
+        proc = run_cli("search", "redirects", "--path", str(bad))
+        assert proc.returncode == 1 and proc.stdout == "", proc.stdout
+        [line] = proc.stderr.splitlines()
+        assert line.startswith("error: ") and why in line, line
