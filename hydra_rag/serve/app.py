@@ -187,9 +187,16 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
             allowed_origins=sorted(f"http://{h}" for h in hosts or ())))
     turns: dict[str, asyncio.Lock] = {}  # model → one turn at a time, in arrival order
 
-    def guarded(handler: Any) -> Any:
+    def guarded(handler: Any, params: tuple[str, ...] | None = None) -> Any:
+        """`handler` with errors as JSON; with `params`, a query parameter it does not take is
+        a 400 that lists those it does, rather than ignored (`?start=` where `line_start=`
+        was meant read the whole file)."""
         async def run(request: Request) -> Response:
             try:
+                unknown = sorted(set(request.query_params) - set(params or ()))
+                if params is not None and unknown:
+                    raise UsageError(f"{request.url.path} takes no parameter {unknown[0]!r}; "
+                                     f"it takes {', '.join(params) or 'none'}")
                 result: Response = await handler(request)
                 return result
             except (HydraError, ValueError) as exc:
@@ -219,8 +226,11 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
                 raise UsageError(f"{name} must be a number")
             return int(raw)
 
-        doc = await asyncio.to_thread(scope.get, q.get("path", ""), number("start"),
-                                      number("end"), number("page"))
+        # line_start/line_end, as the MCP tool and every result's JSON name them; start/end
+        # are what this took before, still read.
+        start = number("line_start") if "line_start" in q else number("start")
+        end = number("line_end") if "line_end" in q else number("end")
+        doc = await asyncio.to_thread(scope.get, q.get("path", ""), start, end, number("page"))
         return JSONResponse(doc)
 
     async def definition(request: Request) -> Response:
@@ -328,14 +338,14 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
     routes = [
         Route("/", page),
         Route("/favicon.ico", lambda _r: Response(status_code=204)),
-        Route("/api/search", guarded(search)),
-        Route("/api/get", guarded(get)),
-        Route("/api/definition", guarded(definition)),
-        Route("/api/references", guarded(references)),
-        Route("/api/outline", guarded(outline)),
-        Route("/api/stores", guarded(stores)),
-        Route("/api/status", guarded(status)),
-        Route("/api/sessions", guarded(sessions)),
+        Route("/api/search", guarded(search, ("q", "k", "path", "tag", "mode", "glob", "lang"))),
+        Route("/api/get", guarded(get, ("path", "line_start", "line_end", "page", "start", "end"))),
+        Route("/api/definition", guarded(definition, ("name", "path", "tag"))),
+        Route("/api/references", guarded(references, ("name", "path", "tag"))),
+        Route("/api/outline", guarded(outline, ("path",))),
+        Route("/api/stores", guarded(stores, ())),
+        Route("/api/status", guarded(status, ("path", "tag"))),
+        Route("/api/sessions", guarded(sessions, ("name",))),
         Route("/v1/models", guarded(models)),
         Route("/v1/chat/completions", guarded(completions), methods=["POST"]),
         Mount("", app=mcp_app),  # last: its one route is /mcp (no redirect to /mcp/)
