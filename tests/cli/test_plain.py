@@ -122,3 +122,18 @@ def test_path_to_a_file_or_subfolder_searches_only_it(home: Path, tmp_path: Path
         assert proc.returncode == 1 and proc.stdout == "", proc.stdout
         [line] = proc.stderr.splitlines()
         assert line.startswith("error: ") and why in line, line
+
+
+def test_nothing_relevant_names_the_switch_of_the_front_end_in_use(home: Path,
+                                                                     tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {"a.md": "# Kites\n\nKites fly in steady wind.\n"})
+    assert run_cli("index", str(root)).returncode == 0
+    question = "What is the boiling point of mercury in kelvin?"
+    proc = run_cli("ask", question, "--rag", str(root))
+    assert proc.returncode == 0, proc.stderr
+    assert "has nothing on this question" in proc.stdout, proc.stdout
+    assert "ask again with --no-rag" in proc.stdout and "/rag off" not in proc.stdout
+    # The REPL has its own switch.
+    proc = run_cli("chat", "--rag", str(root), input=question + "\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "turn retrieval off with /rag off" in proc.stdout and "--no-rag" not in proc.stdout
