@@ -45,9 +45,9 @@ from hydra_rag.catalog.records import (
 from hydra_rag.errors import ConfigError, ModelError
 from hydra_rag.paths import dirs
 
-__all__ = ["chosen_embedder", "CHAT_FORMATS", "CHAT_PORTS", "CONVERTS", "EMBED_PORTS", "ENV_NAME", "KINDS", "NO_KEYS",
+__all__ = ["CHAT_FORMATS", "CHAT_PORTS", "CONVERTS", "EMBED_PORTS", "ENV_NAME", "KINDS", "NO_KEYS",
            "PARAMS", "POOLINGS", "RERANK_PORTS", "Bundle", "Catalog", "ChatModel", "Embedder",
-           "Reranker", "Source", "add_user_embedder", "add_user_entry", "foreign_for",
+           "Reranker", "Source", "add_user_embedder", "add_user_entry", "chosen_embedder", "foreign_for",
            "get_embedder", "get_model", "get_reranker", "load_bundles", "load_catalog",
            "load_embedders", "load_models", "load_rerankers", "looks_like_secret", "parse_bundle",
            "parse_catalog", "parse_embedder", "parse_model", "parse_reranker", "remove_user_entry",

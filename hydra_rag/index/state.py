@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hydra_rag.catalog import Embedder, chosen_embedder, foreign_for, get_embedder, table_embedder
+from hydra_rag.catalog import Embedder, chosen_embedder, foreign_for, table_embedder
 from hydra_rag.config import Settings
 from hydra_rag.documents import EXTRACTOR_VERSION, format_of
 from hydra_rag.errors import HydraError, IndexError_

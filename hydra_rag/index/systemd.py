@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hydra_rag.errors import HydraError
-from hydra_rag.read.source import resolve_root
 from hydra_rag.locks import write_atomic
+from hydra_rag.read.source import resolve_root
 
 
 @dataclass(frozen=True)
