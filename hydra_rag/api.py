@@ -75,6 +75,35 @@ def _catalog_stamp() -> tuple[tuple[str, int], ...]:
         return ()
 
 
+def within(paths: list[Path] | None) -> tuple[tuple[str, str], ...]:
+    """What each `--path` keeps a search to, as `PathFilter.within` takes it: (its folder, the
+    file or subfolder relative to it, "" for the folder itself). A path that is neither an
+    indexed folder nor an indexed file or folder inside one is an error saying which."""
+    from hydra_rag.search.retrieve import find_index_root
+    from hydra_rag.store.index_dir import Store
+
+    out = []
+    for path in paths or []:
+        target = path.expanduser().resolve()
+        root = find_index_root(target)  # "no such file or folder", "no index at or above"
+        rel = target.relative_to(root).as_posix() if target != root else ""
+        if rel:
+            recorded = Store(root).file_list.light()
+            if target.is_dir():
+                if not any(r.startswith(rel + "/") and e.chunks for r, e in recorded.items()):
+                    raise HydraError(f"{path}: no indexed file under it in {root} — see "
+                                     f"`hydra-rag status {root} --files`")
+            elif rel not in recorded:
+                raise HydraError(f"{path}: not in the index of {root} (new since, or skipped) "
+                                 f"— see `hydra-rag status {root} --files`")
+            elif not recorded[rel].chunks:
+                why = recorded[rel].skip or "nothing to search in it"
+                raise HydraError(f"{path}: not indexed ({why}) — see `hydra-rag status {root} "
+                                 "--files`")
+        out.append((str(root), rel))
+    return tuple(out)
+
+
 def bundle_roots(bundle: Any, warn: Warn = _ignore) -> list[Path] | None:
     """The folders a bundle retrieves from; None when it names none."""
     from hydra_rag.search.retrieve import find_index_root

@@ -132,6 +132,23 @@ def load_settings(**flags: Any) -> Settings:
     return settings
 
 
+def origin(name: str, value: Any) -> str:
+    """Where setting `name` got `value`, for a message that says what to change: its
+    environment variable, config.yaml, else the option of the same name (a default is never
+    the culprit)."""
+    env = f"HYDRA_RAG_{name.upper()}"
+    if os.environ.get(env) == str(value):
+        return f"{env}={value}"
+    path = config_path()
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        doc = None
+    if isinstance(doc, dict) and doc.get(name) == value:
+        return f"`{name}: {value}` in {path}"
+    return f"--{name.replace('_', '-')}"
+
+
 FOLLOW_UPS = ("carry", "rewrite", "off")
 
 

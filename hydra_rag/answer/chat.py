@@ -76,6 +76,9 @@ class Chat:
         self.params = {**model.params, **(params or {})}
         self.top_k = top_k
         self.use_rag = use_rag and bool(roots)
+        # How the front end in use turns retrieval off ("/rag off", "--no-rag"), for the answer
+        # that finds nothing relevant; "" where it has no such switch (MCP, HTTP).
+        self.rag_off_hint = ""
         self.save_enabled = save
         self.searcher: Any = None
         self.warnings: list[str] = []
@@ -187,8 +190,8 @@ class Chat:
             if not found:
                 names = ", ".join(map(str, self.roots))
                 answer = (f"{names} has nothing on this question: the closest passages are "
-                          "about something else, and I do not answer from them. Rephrase it, "
-                          "or turn retrieval off with /rag off.")
+                          "about something else, and I do not answer from them. Rephrase it"
+                          + (f", or {self.rag_off_hint}." if self.rag_off_hint else "."))
                 result = TurnResult(question, answer, [], CitationReport(), retrieval,
                                     {"prompt_tokens": 0, "completion_tokens": 0}, no_context=True)
                 took = round(time.perf_counter() - start, 3)

@@ -34,10 +34,10 @@ class CitationReport:
             out.append("cites sources that do not exist: "
                        + ", ".join(f"[{n}]" for n in self.invalid))
         for q in self.quotes_not_found:
-            out.append(f"quote not found in the cited source: \"{q}\"" if q
-                       else "an empty quote proves nothing")
+            out.append(f"the answer quotes \"{q}\", but the source it cites does not contain "
+                       "those words")
         if self.uncited:
-            out.append(f"{len(self.uncited)} claim(s) without a citation, e.g. "
+            out.append(f"{len(self.uncited)} sentence(s) cite no source, e.g. "
                        f"\"{self.uncited[0][:80]}\"")
         return out
 
@@ -69,14 +69,15 @@ def check_citations(answer: str, sources: Sequence[Source]) -> CitationReport:
         if not sentence:
             continue
         cites = [n for m in _CITE.finditer(sentence) for n in _numbers(m.group(1))]
-        for qm in _QUOTE.finditer(sentence):
-            quote = qm.group(1) if qm.group(1) is not None else qm.group(2)
-            targets = [by_n[n] for n in cites if n in by_n]
-            if not quote.strip():
-                rep.quotes_not_found.append("")
-            elif not targets or not any(fold(quote) in fold(f"{t.section}\n{t.text}")
-                                        for t in targets):  # the model was shown both
-                rep.quotes_not_found.append(quote.strip())
+        # A quote is checked against the sources its sentence cites. Without a citation there
+        # is no source to look in (the sentence is reported as uncited instead), and `""`
+        # (code, an empty string) quotes nothing.
+        targets = [by_n[n] for n in cites if n in by_n]
+        for qm in _QUOTE.finditer(sentence) if targets else ():
+            quote = (qm.group(1) if qm.group(1) is not None else qm.group(2)).strip()
+            if quote and not any(fold(quote) in fold(f"{t.section}\n{t.text}")
+                                 for t in targets):  # the model was shown both
+                rep.quotes_not_found.append(quote)
         words = re.findall(r"\w+", _CITE.sub("", sentence))
         if not cites and len(words) >= 4 and not _DONT_KNOW.search(sentence):
             rep.uncited.append(sentence)

@@ -80,6 +80,7 @@ class Repl:
     def __init__(self, chat: Chat, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
                  show_context: bool = False) -> None:
         self.chat = chat
+        chat.rag_off_hint = "turn retrieval off with /rag off"
         self.show_context = show_context
         self.out = out
         self.err = err

@@ -119,6 +119,7 @@ def ask(
     c = api.open_chat(model, rag, no_rag, top_k, None, True, system, system_file, temperature,
                       max_tokens, save=False, rag_all=rag_all, rag_tag=rag_tag, rerank=rerank,
                       rerank_top=rerank_top, warn=_warn)
+    c.rag_off_hint = "ask again with --no-rag"
     try:
         stream = not as_json
 

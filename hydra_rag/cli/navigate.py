@@ -11,6 +11,7 @@ import typer
 
 from hydra_rag import api
 from hydra_rag.cli.base import app, print_json, say
+from hydra_rag.errors import HydraError
 
 PATHS = Annotated[list[Path] | None, typer.Option(
     "--path", help="Indexed folder (repeatable; default: nearest one at or above here).")]
@@ -84,6 +85,8 @@ def outline_(
 
     target = Path(file).expanduser()
     absolute = (target if target.is_absolute() else Path.cwd() / target).resolve()
+    if not absolute.is_file():  # not "no index at or above" the working folder
+        raise HydraError(f"{file}: {'not a file' if absolute.exists() else 'no such file'}")
     roots = [find_index_root(absolute.parent if absolute.parent.is_dir() else Path.cwd())]
     found = outline(roots, str(absolute))
     if as_json:

@@ -71,7 +71,8 @@ def _show(i: int, h: Any, query: str, label: str, explain: bool, link: str | Non
 def search(
     query: Annotated[str | None, typer.Argument(help="What to look for.")] = None,
     path: Annotated[list[Path] | None, typer.Option(
-        "--path", help="Indexed folder (repeatable; default: nearest one at or above here).")] = None,
+        "--path", help="Indexed folder, or a file or subfolder of one, to search alone "
+        "(repeatable; default: nearest folder at or above here).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Search every registered folder.")] = False,
     tag: Annotated[list[str] | None, typer.Option(
         "--tag", help="Search the registered folders with this tag (repeatable).")] = None,
@@ -103,7 +104,7 @@ def search(
     from hydra_rag.config import load_settings
     from hydra_rag.search.paths import PathFilter
 
-    where = PathFilter.of(glob, lang)
+    where = PathFilter.of(glob, lang, api.within(path))
     if code_only and prose_only:
         raise typer.BadParameter("--code-only and --prose-only exclude each other")
     if sum((files, vimgrep, as_json and not files)) > 1 or (vimgrep and explain):

@@ -44,7 +44,7 @@ def serve(
 ) -> None:
     """Serve MCP at /mcp, the OpenAI API at /v1, /api/search and the web chat at / over HTTP."""
     from hydra_rag.cli.base import say
-    from hydra_rag.serve.app import is_loopback, run
+    from hydra_rag.serve.app import is_loopback, listen, run
     from hydra_rag.serve.scope import Scope
 
     if not is_loopback(host) and not token:
@@ -52,8 +52,12 @@ def serve(
 
         raise UsageError(f"--host {host} opens the server to the network: give --token (a "
                          "secret clients send as Authorization: Bearer TOKEN)")
-    scope = Scope(path, all_, tag)
-    shown = f"[{host}]" if ":" in host else host
-    say(f"serving {len(scope.roots)} folder(s) on http://{shown}:{port}/ — MCP at /mcp, "
-        f"OpenAI API at /v1" + (" (token required)" if token else ""))
-    run(scope, host, port, token)
+    sock = listen(host, port)  # a busy port is one line, before the banner
+    try:
+        scope = Scope(path, all_, tag)
+        shown = f"[{host}]" if ":" in host else host
+        say(f"serving {len(scope.roots)} folder(s) on http://{shown}:{port}/ — MCP at /mcp, "
+            f"OpenAI API at /v1" + (" (token required)" if token else ""))
+        run(scope, host, port, token, sock)
+    finally:
+        sock.close()

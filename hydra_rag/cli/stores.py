@@ -147,8 +147,9 @@ def doctor(
 ) -> None:
     """Check llama.cpp, models, sidecars and an index; print what to run for each problem."""
     from hydra_rag.checks.doctor import run_checks
+    from hydra_rag.read.source import resolve_root
 
-    root = path.expanduser().resolve() if path else None
+    root = resolve_root(path) if path else None
     if root is None:
         from hydra_rag.search.retrieve import find_index_root
 

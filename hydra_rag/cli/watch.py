@@ -103,10 +103,8 @@ def watch(
             out.print(cmd, markup=False, highlight=False)
         return
     if all_ or tag:
-        roots = [Path(p) for p in registry.select(all_, tag)]
-        if not roots:
-            raise UsageError("no registered folders" + (f" tagged {', '.join(tag or [])}" if tag else "")
-                             + " — index one with `hydra-rag index PATH`")
+        # As for search --all: nothing registered is no mistake of syntax (exit 1, not 2).
+        roots = [Path(p) for p in registry.chosen(all_, tag)]
     else:
         roots = paths or [Path(".")]
     from hydra_rag.index import IndexInterrupted

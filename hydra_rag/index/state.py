@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hydra_rag.catalog import Embedder, foreign_for, get_embedder, table_embedder
+from hydra_rag.catalog import Embedder, chosen_embedder, foreign_for, table_embedder
 from hydra_rag.config import Settings
 from hydra_rag.documents import EXTRACTOR_VERSION, format_of
 from hydra_rag.errors import HydraError, IndexError_
@@ -54,7 +54,7 @@ class State:
         self._changed: list[Candidate] = []  # the files this run indexes
         self.report = IndexReport(str(root))
         self.embedders: dict[str, Embedder] = {
-            t: get_embedder(settings.embedder_for(t)) for t in TABLES
+            t: chosen_embedder(settings, t) for t in TABLES
         }
         self.clients: dict[str, EmbedClient] = {}
         # Whole entries (chunk ids and all) of the files this run changes, or of every file

@@ -24,7 +24,7 @@ from hydra_rag.index.state import (
     rebuild_reason,
     stale_analysis,
 )
-from hydra_rag.read.source import reader_for, recorded_selection, walker
+from hydra_rag.read.source import reader_for, recorded_selection, resolve_root, walker
 from hydra_rag.read.walk import OVERRIDABLE, WalkResult
 from hydra_rag.store.index_dir import TABLES, FileEntry, Store
 from hydra_rag.store.lexical import Analysis, detect_language
@@ -110,9 +110,9 @@ def folder_status(path: Path, settings: Settings, include: list[str] | None = No
                   exclude: list[str] | None = None, files: bool = False) -> FolderStatus:
     """Whether `path`'s index is current with the folder, read-only. The walk takes the
     selection of the last index run (meta.yaml), unless `include` or `exclude` is given (then
-    both are exactly what is given, as for `index`). Raises UsageError for a path that is not
-    a folder."""
-    root = _folder(path)
+    both are exactly what is given, as for `index`). Raises `resolve_root`'s error for a path
+    that is not a folder."""
+    root = resolve_root(path)
     store = Store(root)
     status = FolderStatus(str(root), STALE)
     meta, recorded, problem = _read(store)
@@ -256,8 +256,8 @@ def statuses(paths: list[Path] | None, settings: Settings, all_: bool = False,
              tags: list[str] | None = None, include: list[str] | None = None,
              exclude: list[str] | None = None, files: bool = False) -> list[FolderStatus]:
     """`folder_status` of each folder: `paths` (default: the working folder), or the
-    registered folders (`all_`, or those with one of `tags`). A path that is not a folder is a
-    UsageError, raised before any folder is walked; a registered folder that is gone is a
+    registered folders (`all_`, or those with one of `tags`). A path that is not a folder is
+    `resolve_root`'s error, raised before any folder is walked; a registered folder that is gone is a
     status with its `problem`."""
     from hydra_rag.store import registry
 
@@ -268,13 +268,7 @@ def statuses(paths: list[Path] | None, settings: Settings, all_: bool = False,
         return [folder_status(Path(p), settings, include, exclude, files) if Path(p).is_dir()
                 else FolderStatus(p, NOT_INDEXED, problem=GONE)
                 for p in chosen]
-    roots = list(dict.fromkeys(_folder(p) for p in paths or [Path(".")]))
+    roots = list(dict.fromkeys(resolve_root(p) for p in paths or [Path(".")]))
     return [folder_status(p, settings, include, exclude, files) for p in roots]
 
 
-def _folder(path: Path) -> Path:
-    """The folder, absolute; a UsageError (exit 2, not "stale") if it is not one."""
-    p = path.expanduser()
-    if not p.is_dir():
-        raise UsageError(f"{path} {'is not a folder' if p.exists() else 'does not exist'}")
-    return p.resolve()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hydra_rag.errors import HydraError
 from hydra_rag.locks import write_atomic
+from hydra_rag.read.source import resolve_root
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,7 @@ def install(roots: list[Path], all_: bool = False, tags: list[str] | None = None
     """Write the unit for `hydra-rag watch` over these folders (`args`: further options, e.g.
     --include); returns it, and what to run to enable it."""
     tags = list(tags or [])
-    roots = [r.expanduser().resolve() for r in roots]
-    for r in roots:
-        if not r.is_dir():
-            raise HydraError(f"{r} is not a folder")
+    roots = [resolve_root(r) for r in roots]
     # The interpreter this command runs in, not a `hydra-rag` looked up on a PATH that systemd
     # does not share with the login shell.
     cmd = [sys.executable, "-m", "hydra_rag", "watch", *map(str, roots)]

@@ -79,12 +79,15 @@ def digest_of(root: Path, rel: str, document: bool) -> str | None:
 
 
 def resolve_root(path: Path) -> Path:
-    """The folder to index, absolute; a clear error if it is not a folder."""
+    """The folder to index, absolute; a clear error if it is not a folder. Every command that
+    takes a folder (index, status, watch, doctor) says the same words with the same exit code:
+    a folder that is not there is a mistake in what was named, not in the command's syntax,
+    so it exits 1, not 2."""
     p = path.expanduser()
     if not p.exists():
-        raise HydraError(f"{path} does not exist")
+        raise HydraError(f"{path}: no such folder")
     if not p.is_dir():
-        raise HydraError(f"{path} is not a folder")
+        raise HydraError(f"{path}: not a folder")
     return p.resolve()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.errors import UsageError
+from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import store_names
 from hydra_rag.search.definitions import BARE, Wanted, aside, defined, wanted
 from hydra_rag.store.index_dir import Store
@@ -54,7 +54,7 @@ def _stores(roots: list[Path]) -> list[tuple[Path, Store]]:
     for root in roots:
         store = Store(root)
         if not store.exists():
-            raise UsageError(f"{root} has no index — run `hydra-rag index {root}`")
+            raise HydraError(f"{root} has no index — run `hydra-rag index {root}`")
         out.append((root, store))
     return out
 

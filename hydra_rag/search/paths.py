@@ -1,6 +1,7 @@
 """Keeping a search to some files: `--glob PATTERN` (gitignore's syntax, as ripgrep's --glob:
-`*.py`, `src/**/*.ts`, `!tests/`) and `--lang L` (a language, by its files' suffixes). Pure:
-which recorded paths of a folder a search may return."""
+`*.py`, `src/**/*.ts`, `!tests/`), `--lang L` (a language, by its files' suffixes) and
+`--path FILE-OR-SUBFOLDER` of an indexed folder. Pure: which recorded paths of a folder a
+search may return."""
 
 from __future__ import annotations
 
@@ -40,16 +41,22 @@ LANGUAGES = _languages()
 
 @dataclass(frozen=True)
 class PathFilter:
-    """The files a search is kept to: matching every glob given (a `!glob` excludes) and
-    written in one of the languages given."""
+    """The files a search is kept to: matching every glob given (a `!glob` excludes),
+    written in one of the languages given, and, in a folder named in `within`, one of the
+    files or under one of the subfolders named there."""
 
     globs: tuple[str, ...] = ()
     langs: tuple[str, ...] = ()
+    # (folder, path relative to it): a file, a subfolder, or "" for the whole folder. A folder
+    # not named here is searched whole.
+    within: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, globs: Sequence[str] | None, langs: Sequence[str] | None) -> PathFilter | None:
-        """A filter from the command line's --glob and --lang; None when neither is given.
-        An unknown language or an empty glob is a UsageError."""
+    def of(cls, globs: Sequence[str] | None, langs: Sequence[str] | None,
+           within: tuple[tuple[str, str], ...] = ()) -> PathFilter | None:
+        """A filter from the command line's --glob, --lang and `within` (`api.within` of
+        --path); None when none of them keeps anything out. An unknown language or an empty
+        glob is a UsageError."""
         globs = [g.strip() for g in globs or ()]
         if any(not g or g == "!" for g in globs):
             raise UsageError("--glob needs a pattern (gitignore's syntax: *.py, src/**, !tests/)")
@@ -60,14 +67,21 @@ class PathFilter:
                 raise UsageError(f"unknown language {lang!r}; known: "
                                  + ", ".join(sorted(LANGUAGES)))
             names.append(name)
-        return cls(tuple(globs), tuple(names)) if globs or names else None
+        if not any(rel for _, rel in within):
+            within = ()  # whole folders only
+        return cls(tuple(globs), tuple(names), within) if globs or names or within else None
 
-    def match(self, path: str) -> bool:
-        return self._spec().match_file(path) and self._lang(path)
+    def match(self, path: str, root: str = "") -> bool:
+        return self._within(root, path) and self._spec().match_file(path) and self._lang(path)
 
-    def select(self, paths: Iterable[str]) -> frozenset[str]:
+    def select(self, paths: Iterable[str], root: str = "") -> frozenset[str]:
         spec = self._spec()
-        return frozenset(p for p in paths if spec.match_file(p) and self._lang(p))
+        return frozenset(p for p in paths
+                         if self._within(root, p) and spec.match_file(p) and self._lang(p))
+
+    def _within(self, root: str, path: str) -> bool:
+        rels = [rel for r, rel in self.within if r == root]
+        return not rels or any(rel in ("", path) or path.startswith(rel + "/") for rel in rels)
 
     def _spec(self) -> Any:
         import pathspec
@@ -87,5 +101,6 @@ class PathFilter:
                    or suffix in LANGUAGES[want] for want in self.langs)
 
     def describe(self) -> str:
-        parts = [*(f"--glob {g}" for g in self.globs), *(f"--lang {lang}" for lang in self.langs)]
+        parts = [*(f"--path {root}/{rel}" for root, rel in self.within if rel),
+                 *(f"--glob {g}" for g in self.globs), *(f"--lang {lang}" for lang in self.langs)]
         return " ".join(parts)

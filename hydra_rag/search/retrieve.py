@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.catalog import Embedder, get_embedder
+from hydra_rag.catalog import Embedder, chosen_embedder, get_embedder
 from hydra_rag.config import Settings
 from hydra_rag.documents import text_anchors
 from hydra_rag.errors import HydraError
@@ -160,6 +160,10 @@ class Searcher(TableQueries):
                  skip_broken: bool = False) -> None:
         self.roots = [roots] if isinstance(roots, Path) else list(roots)
         self.settings = settings
+        # Queries are embedded with the model each index was built with, not the chosen one,
+        # but a chosen one that does not exist is a mistake to say, as index and status say it.
+        for table in TABLES:
+            chosen_embedder(settings, table)
         # Federated search skips a broken folder with a one-line reason instead of failing.
         self.skip_broken = skip_broken
         self._skipped: list[str] = []
@@ -374,7 +378,7 @@ class Searcher(TableQueries):
             return None
         key = (str(store.root), stamp, where)
         if key not in self._kept:
-            self._kept = {key: where.select(store.file_list.light())}  # the latest one only
+            self._kept = {key: where.select(store.file_list.light(), str(store.root))}  # the latest one only
         return self._kept[key]
 
     def fused(self, query: str, tables: Sequence[str] = TABLES, candidates: int = CANDIDATES,
@@ -456,7 +460,7 @@ class Searcher(TableQueries):
                     range(len(self.stores))) if "code" in t}
             hits = definitions.first(list(code), w, hits, k, code.get)
         if where is not None:  # the definitions too; and lists too long to filter in LanceDB
-            hits = [h for h in hits if where.match(h.path)]
+            hits = [h for h in hits if where.match(h.path, h.store)]
         return hits if k is None else hits[:k]
 
     def _documents(self, root: str) -> dict[str, dict[str, Any]]:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import ipaddress
 import json
+import socket
 import threading
 import uuid
 from collections.abc import AsyncIterator
@@ -185,9 +187,16 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
             allowed_origins=sorted(f"http://{h}" for h in hosts or ())))
     turns: dict[str, asyncio.Lock] = {}  # model → one turn at a time, in arrival order
 
-    def guarded(handler: Any) -> Any:
+    def guarded(handler: Any, params: tuple[str, ...] | None = None) -> Any:
+        """`handler` with errors as JSON; with `params`, a query parameter it does not take is
+        a 400 that lists those it does, rather than ignored (`?start=` where `line_start=`
+        was meant read the whole file)."""
         async def run(request: Request) -> Response:
             try:
+                unknown = sorted(set(request.query_params) - set(params or ()))
+                if params is not None and unknown:
+                    raise UsageError(f"{request.url.path} takes no parameter {unknown[0]!r}; "
+                                     f"it takes {', '.join(params) or 'none'}")
                 result: Response = await handler(request)
                 return result
             except (HydraError, ValueError) as exc:
@@ -217,8 +226,11 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
                 raise UsageError(f"{name} must be a number")
             return int(raw)
 
-        doc = await asyncio.to_thread(scope.get, q.get("path", ""), number("start"),
-                                      number("end"), number("page"))
+        # line_start/line_end, as the MCP tool and every result's JSON name them; start/end
+        # are what this took before, still read.
+        start = number("line_start") if "line_start" in q else number("start")
+        end = number("line_end") if "line_end" in q else number("end")
+        doc = await asyncio.to_thread(scope.get, q.get("path", ""), start, end, number("page"))
         return JSONResponse(doc)
 
     async def definition(request: Request) -> Response:
@@ -326,14 +338,14 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
     routes = [
         Route("/", page),
         Route("/favicon.ico", lambda _r: Response(status_code=204)),
-        Route("/api/search", guarded(search)),
-        Route("/api/get", guarded(get)),
-        Route("/api/definition", guarded(definition)),
-        Route("/api/references", guarded(references)),
-        Route("/api/outline", guarded(outline)),
-        Route("/api/stores", guarded(stores)),
-        Route("/api/status", guarded(status)),
-        Route("/api/sessions", guarded(sessions)),
+        Route("/api/search", guarded(search, ("q", "k", "path", "tag", "mode", "glob", "lang"))),
+        Route("/api/get", guarded(get, ("path", "line_start", "line_end", "page", "start", "end"))),
+        Route("/api/definition", guarded(definition, ("name", "path", "tag"))),
+        Route("/api/references", guarded(references, ("name", "path", "tag"))),
+        Route("/api/outline", guarded(outline, ("path",))),
+        Route("/api/stores", guarded(stores, ())),
+        Route("/api/status", guarded(status, ("path", "tag"))),
+        Route("/api/sessions", guarded(sessions, ("name",))),
         Route("/v1/models", guarded(models)),
         Route("/v1/chat/completions", guarded(completions), methods=["POST"]),
         Mount("", app=mcp_app),  # last: its one route is /mcp (no redirect to /mcp/)
@@ -342,12 +354,39 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
                      middleware=[Middleware(Guard, hosts=hosts, token=token)])
 
 
-def run(scope: Scope, host: str, port: int, token: str | None) -> None:
-    """Serve until interrupted. A host other than loopback needs a token."""
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port`, or an error in one line that says what to do. Bound here,
+    before anything is printed, rather than by uvicorn, which would log its own `ERROR:
+    [Errno 98]` after the "serving" banner and exit 3."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    # As uvicorn binds: a port left in TIME_WAIT by a server just stopped is free to take.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise HydraError(f"port {port} on {host} is in use — give another --port, or stop "
+                             "the process that holds it") from None
+        if exc.errno == errno.EACCES:
+            raise HydraError(f"port {port} on {host} needs privileges — give a --port above "
+                             "1023") from None
+        raise HydraError(f"cannot listen on {host} port {port}: {exc.strerror or exc} — check "
+                         "--host") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(scope: Scope, host: str, port: int, token: str | None,
+        sock: socket.socket | None = None) -> None:
+    """Serve until interrupted, on `sock` if given (from `listen(host, port)`). A host other
+    than loopback needs a token."""
     import uvicorn
 
     if not is_loopback(host) and not token:
         raise UsageError(f"--host {host} opens the server to the network: give --token (a "
                          "secret clients send as Authorization: Bearer TOKEN)")
-    uvicorn.run(build(scope, host, port, token), host=host, port=port, log_level="warning",
-                lifespan="on")
+    config = uvicorn.Config(build(scope, host, port, token), host=host, port=port,
+                            log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock or listen(host, port)])

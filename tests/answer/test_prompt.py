@@ -78,7 +78,12 @@ def test_budget_drops_lowest_sources_then_oldest_turns() -> None:
         ('The code says "X-Api-Key" [1].', [1], [], [], []),
         ('It says "full sun and deep watering" [2].', [2], [], [], []),
         ('It says "partial shade is best" [2].', [2], [], ["partial shade is best"], []),
-        ('It says "" [1].', [1], [], [""], []),
+        # Not a quotation: an empty string, a quote in a sentence that cites nothing.
+        ('It says "" [1].', [1], [], [], []),
+        ('Set x = "" to clear it [1].', [1], [], [], []),
+        ('It raises "TooManyRedirects" after thirty hops.', [], [], [],
+         ['It raises "TooManyRedirects" after thirty hops.']),
+        ('Call it "TooManyRedirects".', [], [], [], []),
         ("Tomatoes are red fruits that grow fast.", [], [], [], ["Tomatoes are red fruits that grow fast."]),
         ("I don't know.", [], [], [], []),
     ],
@@ -92,6 +97,19 @@ def test_citation_check(answer: str, cited: list[int], invalid: list[int], quote
     assert rep.uncited == uncited
     assert rep.ok == (not invalid and not quotes and not uncited)
     assert bool(rep.problems()) == (not rep.ok)
+
+
+def test_problems_say_what_is_wrong_in_words() -> None:
+    rep = check_citations('It says "partial shade is best" [2]. Tomatoes are red and grow fast. '
+                          "See [7].", SRC)
+    assert rep.problems() == [
+        "cites sources that do not exist: [7]",
+        'the answer quotes "partial shade is best", but the source it cites does not contain '
+        "those words",
+        '1 sentence(s) cite no source, e.g. "Tomatoes are red and grow fast."']
+    # A plain answer: no citation marks, no quotes, nothing said about quotes.
+    rep = check_citations('Requests raises "TooManyRedirects" after 30 redirects. Set x = "".', SRC)
+    assert not any("quote" in p for p in rep.problems()), rep.problems()
 
 
 def test_a_quote_of_the_section_the_model_was_shown_is_found() -> None:

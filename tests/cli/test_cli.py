@@ -56,11 +56,11 @@ def test_usage_error_exits_2_and_library_error_exits_1(tmp_path: Path, home: Pat
     assert proc.returncode == 2
     proc = run_cli("index", str(tmp_path / "missing"))
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"error: {tmp_path / 'missing'} does not exist"
+    assert proc.stderr.strip() == f"error: {tmp_path / 'missing'}: no such folder"
     f = tmp_path / "file.txt"
     f.write_text("x")
     proc = run_cli("index", str(f))
-    assert proc.returncode == 1 and "is not a folder" in proc.stderr
+    assert proc.returncode == 1 and ": not a folder" in proc.stderr
     proc = run_cli("search", "anything", "--path", str(tmp_path))
     assert proc.returncode == 1 and "hydra-rag index" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -3,10 +3,14 @@ into a pipe is never cut to a terminal's width."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import run_cli, write_tree
 
@@ -82,3 +86,95 @@ def test_vimgrep_lines_and_links_on_a_terminal(home: Path, tmp_path: Path) -> No
     assert "\x1b]8;id=" in shown and f";{url}\x1b\\" in shown, repr(shown)
     assert "\x1b]8;" not in on_terminal(HYDRA_RAG_HYPERLINKS="off")
     assert "\x1b]8;" not in on_terminal(TERM="linux")
+
+
+# Every command that takes a folder, given one that is not there.
+_NAMES_A_FOLDER = [("index", "{}"), ("status", "{}"), ("watch", "{}"), ("doctor", "{}"),
+                   ("search", "x", "--path", "{}"), ("def", "x", "--path", "{}"),
+                   ("refs", "x", "--path", "{}"), ("ask", "x", "--rag", "{}"),
+                   ("serve", "--path", "{}"), ("outline", "{}/x.py")]
+
+
+@pytest.mark.parametrize("args", _NAMES_A_FOLDER, ids=lambda a: a[0])
+def test_a_missing_folder_is_the_same_mistake_in_every_command(
+        isolated_home: Path, tmp_path: Path, args: tuple[str, ...]) -> None:
+    missing = tmp_path / "nope"
+    proc = run_cli(*(a.format(missing) for a in args), cwd=tmp_path, timeout=120)
+    # Not a mistake of the command's syntax (2): one line, exit 1, naming the path.
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"error: {missing}") and ": no such f" in line, line
+
+
+def test_serve_on_a_busy_port_is_one_line_before_any_banner(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {"a.md": "# Kites\n\nKites fly in wind.\n"})
+    assert run_cli("index", str(root)).returncode == 0
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = run_cli("serve", "--port", str(port), "--path", str(root), timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == (f"error: port {port} on 127.0.0.1 is in use — give another --port, "
+                           "or stop the process that holds it\n"), proc.stderr
+
+
+def test_an_unknown_embedder_setting_fails_every_command_alike(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {"a.md": "# Kites\n\nKites fly in wind.\n"})
+    assert run_cli("index", str(root)).returncode == 0
+    for args in (("index", str(root)), ("status", str(root)), ("search", "kites", "--path", str(root))):
+        proc = run_cli(*args, env={"HYDRA_RAG_EMBEDDER": "nope"})
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        assert proc.stdout == ""
+        assert proc.stderr.startswith("error: unknown embedder 'nope'; known: ")
+        assert proc.stderr.endswith(" — change HYDRA_RAG_EMBEDDER=nope\n"), proc.stderr
+        assert len(proc.stderr.splitlines()) == 1
+
+
+def test_path_to_a_file_or_subfolder_searches_only_it(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {
+        "docs/redirects.md": "# Redirects\n\nToo many redirects end the session.\n",
+        "docs/old/redirects.md": "# Old redirects\n\nRedirects were followed forever.\n",
+        "src/redirects.py": "def follow_redirects(resp):\n    return resp.next  # redirects\n",
+        "notes.txt": "redirects, redirects, redirects\n",
+    })
+    (root / "blob.bin").write_bytes(b"\x00\x01redirects\x00" * 100)
+    assert run_cli("index", str(root)).returncode == 0
+
+    def found(*args: str) -> set[str]:
+        proc = run_cli("search", "redirects", "--files", "--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        return {r["path"] for r in json.loads(proc.stdout)["files"]}
+
+    assert found("--path", str(root)) == {"docs/redirects.md", "docs/old/redirects.md",
+                                          "src/redirects.py", "notes.txt"}
+    assert found("--path", str(root / "docs" / "redirects.md")) == {"docs/redirects.md"}
+    assert found("--path", str(root / "docs")) == {"docs/redirects.md", "docs/old/redirects.md"}
+    assert found("--path", str(root / "docs" / "old"), "--path",
+                 str(root / "src" / "redirects.py")) == {"docs/old/redirects.md",
+                                                          "src/redirects.py"}
+    # Not a file or folder of the index: said, not searched around.
+    (root / "new.md").write_text("# New\n\nredirects\n")
+    for bad, why in ((root / "new.md", "not in the index of"), (root / "blob.bin", "not in the index of"),
+                     (root / "docs" / "nope.md", "no such file or folder")):
+        proc = run_cli("search", "redirects", "--path", str(bad))
+        assert proc.returncode == 1 and proc.stdout == "", proc.stdout
+        [line] = proc.stderr.splitlines()
+        assert line.startswith("error: ") and why in line, line
+
+
+def test_nothing_relevant_names_the_switch_of_the_front_end_in_use(home: Path,
+                                                                     tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {"a.md": "# Kites\n\nKites fly in steady wind.\n"})
+    assert run_cli("index", str(root)).returncode == 0
+    question = "What is the boiling point of mercury in kelvin?"
+    proc = run_cli("ask", question, "--rag", str(root))
+    assert proc.returncode == 0, proc.stderr
+    assert "has nothing on this question" in proc.stdout, proc.stdout
+    assert "ask again with --no-rag" in proc.stdout and "/rag off" not in proc.stdout
+    # The REPL has its own switch.
+    proc = run_cli("chat", "--rag", str(root), input=question + "\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "turn retrieval off with /rag off" in proc.stdout and "--no-rag" not in proc.stdout

@@ -267,9 +267,9 @@ def test_not_indexed_bad_paths_and_several_folders(home: Path, tmp_path: Path) -
     proc = run_cli("status", str(plain))
     assert proc.returncode == 1 and proc.stdout.startswith(f"{plain}  not indexed")
 
-    for bad, why in ((tmp_path / "nope", "does not exist"), (root / "a.md", "is not a folder")):
+    for bad, why in ((tmp_path / "nope", "no such folder"), (root / "a.md", "not a folder")):
         proc = run_cli("status", str(bad))
-        assert proc.returncode == 2 and why in proc.stderr and proc.stdout == ""
+        assert proc.returncode == 1 and why in proc.stderr and proc.stdout == ""
 
     both = _status(str(root), str(plain), rc=1)
     assert [(s["root"], s["state"]) for s in both] == [(str(root), "current"),

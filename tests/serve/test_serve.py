@@ -427,6 +427,21 @@ def test_api_get_and_stores(server: Server, folders: dict[str, Path]) -> None:
         extra.unlink()
 
 
+def test_api_get_takes_the_names_mcp_takes(server: Server) -> None:
+    """line_start/line_end, as the MCP tool `get` and every result's JSON name them; a
+    parameter /api/* does not take is a 400 naming it, not ignored."""
+    status, doc = _json(server, "GET", "/api/get?path=docs/gardening.md&line_start=3&line_end=3")
+    assert status == 200, doc
+    assert (doc["line_start"], doc["line_end"]) == (3, 3)
+    assert doc["text"].startswith("Tomatoes need full sun")
+    for bad, name in (("get?path=docs/gardening.md&lines=3", "lines"),
+                      ("search?query=tomatoes", "query"), ("stores?x=1", "x")):
+        status, err = _json(server, "GET", f"/api/{bad}")
+        assert status == 400, (bad, err)
+        message = err["error"]["message"]
+        assert f"takes no parameter {name!r}" in message and "\n" not in message, message
+
+
 # -- safe by default -----------------------------------------------------------------------
 
 
