@@ -27,7 +27,9 @@ def main() -> None:
     from hydra_rag.cli import run
 
     rc = run(argv)
-    if quick and refused != "environment":
+    # After a quick command that ran here, and after an index (searches follow), a warm
+    # process is started for the next ones.
+    if (quick and refused != "environment") or (client.starts(argv) and rc == 0):
         client.start_quietly(environ)
     sys.exit(rc)
 

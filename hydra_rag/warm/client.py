@@ -91,6 +91,13 @@ def wanted(argv: list[str]) -> bool:
             and os.environ.get("HYDRA_RAG_WARM_MINUTES", "").strip() not in ("0", "0.0"))
 
 
+def starts(argv: list[str]) -> bool:
+    """Whether this command line, not itself a quick one, starts a warm process when it
+    succeeds: `index`, since searches follow it."""
+    return (bool(argv) and argv[0] == "index" and "--help" not in argv
+            and os.environ.get("HYDRA_RAG_WARM_MINUTES", "").strip() not in ("0", "0.0"))
+
+
 def start_quietly(environ: dict[str, str]) -> None:
     """Start a warm process for the next quick command, unless settings say not to."""
     try:
