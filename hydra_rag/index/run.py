@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra_rag.config import Settings
 from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS
@@ -25,9 +25,12 @@ from hydra_rag.read.source import read_source, recorded_selection, resolve_root,
 from hydra_rag.read.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult
 from hydra_rag.store import rebuild, registry
 from hydra_rag.store.filelist import Light
-from hydra_rag.store.index_dir import FORMAT_VERSION, TABLES, FileEntry, Store
+from hydra_rag.store.index_dir import FORMAT_VERSION, TABLES, FileEntry, Store, marker
 from hydra_rag.store.lexical import parse_language
 from hydra_rag.store.symbols import SYMBOLS_VERSION
+
+if TYPE_CHECKING:
+    from hydra_rag.models.embed import EmbedClient
 
 # Document skips remembered in files.db: an unchanged file is not extracted again to fail again
 # (touching it, `index --full` or a new extractor version retries it).
@@ -43,6 +46,7 @@ class Run(State):
     # changed files is the next run's); `watch` stops this way.
     stop_requested: Callable[[], bool] | None = None
     _kinds_before: set[str | None]  # the tables that had chunks when the run began (run())
+    selection: dict[str, list[str]] | None = None  # the run's --include and --exclude (index())
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -64,12 +68,12 @@ class Run(State):
         self.report.dirs = walked.dirs
         self.choose_language(walked, full)
         self.choose_analysis()
+        # What this run takes in or leaves out: later runs (index, status, watch) keep it.
+        self.selection = {"include": list(include or []), "exclude": list(exclude or [])}
         self.run(walked, self.load_state(full))  # its light record is dropped past the diff
         store = self.store
         store.journal_path.unlink(missing_ok=True)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        # What this run took in or left out: later runs (index, status, watch) keep it.
-        self.meta["selection"] = {"include": list(include or []), "exclude": list(exclude or [])}
         self.meta["extractor_version"] = EXTRACTOR_VERSION  # once every document was read by it
         store.write_meta(self.meta)
         if self.live is not None:
@@ -106,9 +110,17 @@ class Run(State):
             return IndexInterrupted("the new index is complete and in use; the next "
                                     "`hydra-rag index` removes the previous one")
         if self.live is not None:
+            m = marker(self.live)
+            if m is None or not m.fresh:
+                return IndexInterrupted(
+                    f"the new index was not finished ({n} of {total} files); searches keep using "
+                    "the one from before, and the next `hydra-rag index` removes the unfinished one")
+            again = ("`hydra-rag index --full` goes on with it (a plain `hydra-rag index` "
+                     "removes it)" if self.report.rebuild_reason == "--full"
+                     else "`hydra-rag index` goes on with it")
             return IndexInterrupted(
-                f"the new index was not finished ({n} of {total} files); searches keep using the "
-                "one from before, and the next `hydra-rag index` removes the unfinished one")
+                f"the new index was not finished ({n} of {total} files kept); searches keep using "
+                f"the one from before, and the next {again}")
         if done is None:
             return IndexInterrupted("before any file was indexed; the next `hydra-rag index` "
                                     "starts again")
@@ -131,6 +143,15 @@ class Run(State):
         store, report = self.store, self.report
         report.files_seen = len(walked.files)
         d = diff(self.root, walked, light, self.meta)
+        if not light:
+            # Nothing recorded yet (a first index, a new generation): every document this
+            # store will hold is read by this extractor, so an interrupted run's successor
+            # need not read again the ones it recorded.
+            self.meta["extractor_version"] = EXTRACTOR_VERSION
+        if self.selection is not None:
+            # Written with meta.yaml before any row: a run that resumes this one, interrupted,
+            # walks the same files.
+            self.meta["selection"] = self.selection
         changed, removed, skipped = d.reread, d.removed, d.skipped
         files = self.files
         wanted = [r for r in (*d.changed, *d.removed, *(c.rel for c in d.touched)) if r not in files]
@@ -186,6 +207,10 @@ class Run(State):
             self.client(t)  # start sidecars here, not from the reader thread
         bytes_total = sum(c.size for c in changed)
         self._changed = changed
+        kept = d.unchanged + len(d.touched)
+        if self.resumed and kept and changed:
+            self.progress(Progress("resume", message=f"resuming: {kept} files already indexed, "
+                                                      f"{len(changed)} to go"))
         done = Progress("embed", files_total=len(changed), bytes_total=bytes_total)
         self.progress(done)
         self._done = done
@@ -258,7 +283,7 @@ class Run(State):
                 f"the full-text index of {self.root} must be analysed again, and its tables are at "
                 f"{live.lance_uri}, where that is not built yet: `hydra-rag index {self.root} "
                 "--full` rebuilds them")
-        new = self._stage("the full-text index is re-analysed")
+        new = self._stage("the full-text index is re-analysed", fresh=False)
         for t in TABLES:
             a = self.analysis[t]
             if t not in stale:
@@ -303,13 +328,19 @@ class Run(State):
     def _flush(self, batch: list[Prepared], files: dict[str, FileEntry],
                start_files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
         """Embed a batch of files, add their rows, then drop their old rows, then record them.
-        This order is what makes an interruption repairable (see `_repair`)."""
+        This order is what makes an interruption repairable (see `_repair`). Interrupted while
+        embedding (Ctrl-C, an embedder that fails), it stores and records the files whose
+        every chunk has its vector, then raises: a batch is minutes of embedding on a CPU."""
         store, report = self.store, self.report
         touched: set[str] = set()
+        stopped: BaseException | None = None
         for p in batch:
             if p.kind is None:
                 touched |= self._skip(p, files, skipped)
         for t in TABLES:
+            if stopped is not None:  # not embedded: left out of the batch, for the next run
+                batch = [p for p in batch if p.kind != t]
+                continue
             items = [(p.cand, p.rows) for p in batch if p.kind == t]
             if not items:
                 continue
@@ -344,18 +375,19 @@ class Run(State):
             if self.ctx is not None:
                 self._contextualize(t, [p for p in batch if p.kind == t], client.fits, embed_text)
             if need:
-                done = self._done
-                assert done is not None
-                base = done.chunks_done
-
-                def on_batch(n: int, base: int = base, done: Progress = done) -> None:
-                    done.chunks_done = base + n
-                    self.progress(done)
-
-                vecs = client.embed_documents([embed_text[id(r)] for r in need], on_batch)
-                report.chunks_embedded += len(need)
-                for r, v in zip(need, vecs, strict=True):
+                vecs, stopped = self._embed(client, [embed_text[id(r)] for r in need])
+                report.chunks_embedded += len(vecs)
+                for r, v in zip(need, vecs, strict=False):  # all of them, unless stopped
                     r["vector"] = v
+                if stopped is not None:
+                    whole = {id(p) for p in batch if p.kind == t and all(
+                        "vector" in r or r["hash"] in reused for r in p.rows)}
+                    batch = [p for p in batch if p.kind != t or id(p) in whole]
+                    items = [(p.cand, p.rows) for p in batch if p.kind == t]
+                    all_rows = [r for _, rows in items for r in rows]
+                    need = [r for r in all_rows if r["hash"] not in reused]
+                    if not items:
+                        continue
             for r in all_rows:
                 if "vector" not in r:
                     r["vector"] = reused[r["hash"]]
@@ -392,7 +424,32 @@ class Run(State):
         for rel in rels:  # recorded: the run needs their entries no more (memory stays bounded)
             files.pop(rel, None)
             start_files.pop(rel, None)
+        if stopped is not None:
+            raise stopped
         return touched
+
+    def _embed(self, client: EmbedClient, texts: list[str]) -> tuple[list[Any], BaseException | None]:
+        """The vectors of `texts`, a round of requests at a time, with progress. Interrupted
+        (Ctrl-C, an embedder that fails), it returns those of the rounds done, with what
+        stopped it: the caller keeps them and raises it."""
+        done = self._done
+        assert done is not None
+        base = done.chunks_done
+        # One request per server per round: as fast as one call for them all, and an
+        # interruption loses at most a round.
+        step = client.batch * (1 + len(client.more_urls))
+        vecs: list[Any] = []
+        for i in range(0, len(texts), step):
+
+            def on_batch(n: int, at: int = base + i, done: Progress = done) -> None:
+                done.chunks_done = at + n
+                self.progress(done)
+
+            try:
+                vecs.extend(client.embed_documents(texts[i : i + step], on_batch))
+            except (KeyboardInterrupt, HydraError) as exc:
+                return vecs, exc
+        return vecs, None
 
     def _reusable(self, t: str) -> bool:
         """Whether the generation in use, while a new one is built, holds vectors of table t

@@ -23,7 +23,15 @@ from hydra_rag.read.source import digest_of, read_source, reader_for
 from hydra_rag.read.walk import OVERRIDABLE, Candidate, WalkResult, read_indexable
 from hydra_rag.store import rebuild
 from hydra_rag.store.filelist import Light, light_of
-from hydra_rag.store.index_dir import FORMAT_VERSION, MIGRATED_FORMATS, TABLES, FileEntry, Store, new_meta
+from hydra_rag.store.index_dir import (
+    FORMAT_VERSION,
+    MIGRATED_FORMATS,
+    TABLES,
+    FileEntry,
+    Store,
+    marker,
+    new_meta,
+)
 from hydra_rag.store.lexical import Analysis, detect_language, parse_language
 
 if TYPE_CHECKING:
@@ -104,14 +112,24 @@ class State:
             reason = "the index has tables but no meta.yaml"
         if ctx_model:  # a missing model fails here, before anything is dropped
             self.ctx = Contextualizer(ctx_model, self.settings, store.dir / "contexts.json")
+        # A rebuild that was interrupted: this run goes on with it if it builds the same,
+        # else it is removed (rebuild.clean left it for this decision).
+        left = rebuild.unfinished(store)
+        resumed = self._resumable(left, wanted, ctx_model) if reason and left else None
+        if left is not None and resumed is None:
+            self.report.repaired += rebuild.drop(store, left)
         if reason:
             if store.exists():  # built beside it, while searches keep reading it
                 self.report.rebuilt = True
                 self.report.rebuild_reason = reason
                 self.progress(Progress("rebuild", message=f"rebuilding the index: {reason} "
                                        "(searches use the current one until the new one is done)"))
-                self._stage(reason)
-            meta = {}
+                if resumed is not None and (m := marker(store)) is not None:
+                    self.report.repaired.append(
+                        f"resumed the rebuild interrupted before ({m.reason}, started {m.started}): "
+                        "the files it had indexed were kept")
+                self._stage(reason, left if resumed is not None else None)
+            meta = resumed or {}
         self.meta = meta or new_meta(wanted)
         self.meta["tables"] = {t: {"embedder": e, "dims": d} for t, (e, d) in wanted.items()}
         self.meta.pop("contextualize", None)
@@ -151,11 +169,33 @@ class State:
         assert light is not None
         return light
 
-    def _stage(self, reason: str) -> Store:
-        """From here on, write a new generation beside the one in use (see hydra_rag.store.rebuild)."""
+    def _stage(self, reason: str, resume: Store | None = None, fresh: bool = True) -> Store:
+        """From here on, write a new generation beside the one in use (see hydra_rag.store.rebuild),
+        or go on with `resume`, one an interrupted rebuild left. `fresh`: built from the files
+        alone (a later run may resume it), not from the tables in use."""
         assert self.live is None
-        self.live, self.store = self.store, rebuild.begin(self.store, reason)
+        if resume is not None:
+            self.live, self.store = self.store, rebuild.resume(self.store, resume, reason)
+            self.resumed = True
+        else:
+            self.live, self.store = self.store, rebuild.begin(self.store, reason, fresh)
         return self.store
+
+    def _resumable(self, left: Store | None, wanted: dict[str, tuple[str, int]],
+                   ctx_model: str) -> dict[str, Any] | None:
+        """The meta.yaml of `left`, the generation an interrupted rebuild left, if this run
+        would build the same (embedders, chunker, format, contexts and full-text analysis):
+        its stored files are kept, their vectors being what this run would compute."""
+        if left is None:
+            return None
+        try:
+            meta = left.read_meta()
+        except HydraError:
+            return None
+        if rebuild_reason(meta, wanted, ctx_model) or stale_analysis(meta, list(TABLES),
+                                                                      self.analysis):
+            return None
+        return meta
 
     def choose_language(self, walked: WalkResult, full: bool) -> None:
         """The prose language: --language, else the one recorded for the folder, else (first

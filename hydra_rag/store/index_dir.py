@@ -72,6 +72,9 @@ class Marker:
     pid: int
     started: str
     reason: str
+    # Built from the folder's files alone, nothing copied from the index in use: a run that
+    # would build the same generation may resume it (see hydra_rag.store.rebuild.unfinished).
+    fresh: bool = False
 
     def running(self) -> bool:
         """Whether the process that writes it is still alive (a dead one was interrupted)."""
@@ -90,7 +93,7 @@ def marker(store: Store) -> Marker | None:
     try:
         raw = json.loads(store.rebuild_path.read_text(encoding="utf-8"))
         return Marker(int(raw["generation"]), int(raw["pid"]), str(raw["started"]),
-                      str(raw.get("reason", "")))
+                      str(raw.get("reason", "")), raw.get("fresh") is True)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError):
