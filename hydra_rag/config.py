@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from hydra_rag.catalog import ENV_NAME, looks_like_secret
-from hydra_rag.errors import ConfigError, yaml_problem
+from hydra_rag.catalog import ENV_NAME, Embedder, get_embedder, looks_like_secret
+from hydra_rag.errors import ConfigError, ModelError, yaml_problem
 from hydra_rag.paths import dirs
 
 
@@ -174,3 +174,14 @@ def _check_key_env(settings: Settings) -> None:
     if not settings.embedder_url:
         raise ConfigError("embedder_api_key_env names the key of embedder_url, which is not set "
                           "(a catalog entry's url: takes its own api_key_env)")
+
+
+def chosen_embedder(settings: Settings, table: str) -> Embedder:
+    """The embedder the settings choose for the `code` or `prose` table; an unknown id names
+    the setting (and where it was set) as well as the known ids, so that every command that
+    reads it — index, status, search, ask — fails with the same line."""
+    name = f"{table}_embedder" if getattr(settings, f"{table}_embedder", "") else "embedder"
+    try:
+        return get_embedder(settings.embedder_for(table))
+    except ModelError as exc:
+        raise ModelError(f"{exc} — change {origin(name, getattr(settings, name))}") from None

@@ -47,7 +47,7 @@ from hydra_rag.paths import dirs
 
 __all__ = ["CHAT_FORMATS", "CHAT_PORTS", "CONVERTS", "EMBED_PORTS", "ENV_NAME", "KINDS", "NO_KEYS",
            "PARAMS", "POOLINGS", "RERANK_PORTS", "Bundle", "Catalog", "ChatModel", "Embedder",
-           "Reranker", "Source", "add_user_embedder", "add_user_entry", "chosen_embedder", "foreign_for",
+           "Reranker", "Source", "add_user_embedder", "add_user_entry", "foreign_for",
            "get_embedder", "get_model", "get_reranker", "load_bundles", "load_catalog",
            "load_embedders", "load_models", "load_rerankers", "looks_like_secret", "parse_bundle",
            "parse_catalog", "parse_embedder", "parse_model", "parse_reranker", "remove_user_entry",
@@ -130,23 +130,10 @@ def get_embedder(embedder_id: str) -> Embedder:
     return _lookup("embedder", embedder_id, load_embedders())
 
 
-def chosen_embedder(settings: Any, table: str) -> Embedder:
-    """The embedder the settings choose for the `code` or `prose` table; an unknown id names
-    the setting (and where it was set) as well as the known ids, so that every command that
-    reads it — index, status, search, ask — fails with the same line."""
-    from hydra_rag.config import origin
-
-    name = f"{table}_embedder" if getattr(settings, f"{table}_embedder", "") else "embedder"
-    try:
-        return get_embedder(settings.embedder_for(table))
-    except ModelError as exc:
-        raise ModelError(f"{exc} — change {origin(name, getattr(settings, name))}") from None
-
-
 def foreign_for(settings: Any, table: str, language: str | None) -> Embedder | None:
     """`foreign_embedder`, if it is the one for this table's language: prose in a language the
     chosen embedder does not know and it does (installed or not). None otherwise."""
-    chosen = chosen_embedder(settings, table)
+    chosen = get_embedder(settings.embedder_for(table))
     if (table != "prose" or not language or chosen.knows(language) or not settings.foreign
             or settings.embedder_url):  # a remote endpoint serves one model, whatever the id
         return None
@@ -160,7 +147,7 @@ def table_embedder(settings: Any, table: str, language: str | None) -> Embedder:
     foreign = foreign_for(settings, table, language)
     if foreign is not None and (foreign.installed() or foreign.url):
         return foreign
-    return chosen_embedder(settings, table)
+    return get_embedder(settings.embedder_for(table))
 
 
 def load_rerankers() -> dict[str, Reranker]:

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.catalog import Embedder, chosen_embedder, get_embedder
-from hydra_rag.config import Settings
+from hydra_rag.catalog import Embedder, get_embedder
+from hydra_rag.config import Settings, chosen_embedder
 from hydra_rag.documents import text_anchors
 from hydra_rag.errors import HydraError
 from hydra_rag.models.embed import EmbedClient, connect
