@@ -30,7 +30,7 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
     took = time.perf_counter() - t0
-    if proc.returncode not in (0, 1):  # rg exits 1 when nothing matched
+    if proc.returncode not in ((0, 1) if "rg" in cmd[0] or "grep" in cmd[0] else (0,)):
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr}")
     return took
 
@@ -53,7 +53,7 @@ def _folder(arg: str | None, hydra: list[str], env: dict[str, str]) -> Path:
 
 
 def _importtime(hydra: list[str], env: dict[str, str], root: Path) -> list[tuple[float, str]]:
-    proc = subprocess.run([sys.executable, "-X", "importtime", *hydra[1:], "search", QUERIES[0]],
+    proc = subprocess.run([sys.executable, "-X", "importtime", *hydra, "search", QUERIES[0]],
                           env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True)
     rows = []
@@ -74,7 +74,9 @@ def main() -> None:
     args = ap.parse_args()
     env = {**os.environ}
     env.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
-    hydra = [sys.executable, "-m", "hydra_rag"]
+    # The installed command, as a user runs it (`python -m` would put the working folder, a
+    # folder of Python sources here, first on the import path).
+    hydra = [str(Path(sys.executable).parent / "hydra-rag")]
     cold_env = {**env, "HYDRA_RAG_WARM_MINUTES": "0"}
     warm_env = {**env, "HYDRA_RAG_WARM_MINUTES": "10"}
     root = _folder(args.folder, hydra, cold_env)
