@@ -209,8 +209,11 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
             k = int(q.get("k", "10"))
         except ValueError:
             raise UsageError("k must be a number") from None
-        doc = await asyncio.to_thread(scope.search, q.get("q", ""), k,
-                                      q.getlist("path") or None, q.get("tag"),
+        # `query` and `paths` as the MCP tool names them; `q` and `path` as the page sends them.
+        if "query" in q and "q" in q or "paths" in q and "path" in q:
+            raise UsageError("give `query` or `q`, `paths` or `path`: one name of each")
+        doc = await asyncio.to_thread(scope.search, q.get("query", q.get("q", "")), k,
+                                      q.getlist("paths") or q.getlist("path") or None, q.get("tag"),
                                       q.get("mode", "hybrid"), q.getlist("glob") or None,
                                       q.getlist("lang") or None)
         return JSONResponse(doc)
@@ -338,7 +341,8 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
     routes = [
         Route("/", page),
         Route("/favicon.ico", lambda _r: Response(status_code=204)),
-        Route("/api/search", guarded(search, ("q", "k", "path", "tag", "mode", "glob", "lang"))),
+        Route("/api/search", guarded(search, ("query", "q", "k", "paths", "path", "tag", "mode",
+                                               "glob", "lang"))),
         Route("/api/get", guarded(get, ("path", "line_start", "line_end", "page", "start", "end"))),
         Route("/api/definition", guarded(definition, ("name", "path", "tag"))),
         Route("/api/references", guarded(references, ("name", "path", "tag"))),

@@ -434,8 +434,11 @@ def test_api_get_takes_the_names_mcp_takes(server: Server) -> None:
     assert status == 200, doc
     assert (doc["line_start"], doc["line_end"]) == (3, 3)
     assert doc["text"].startswith("Tomatoes need full sun")
+    status, doc = _json(server, "GET", "/api/search?query=tomatoes%20sun&k=1")  # MCP's name
+    assert status == 200, doc
+    assert doc["results"][0]["path"] == "docs/gardening.md", doc
     for bad, name in (("get?path=docs/gardening.md&lines=3", "lines"),
-                      ("search?query=tomatoes", "query"), ("stores?x=1", "x")):
+                      ("search?question=tomatoes", "question"), ("stores?x=1", "x")):
         status, err = _json(server, "GET", f"/api/{bad}")
         assert status == 400, (bad, err)
         message = err["error"]["message"]
