@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from hydra_rag.catalog import ENV_NAME, Embedder, get_embedder, looks_like_secret
+from hydra_rag.catalog import table_embedder as catalog_table_embedder
 from hydra_rag.errors import ConfigError, ModelError, yaml_problem
 from hydra_rag.paths import dirs
 
@@ -185,3 +186,9 @@ def chosen_embedder(settings: Settings, table: str) -> Embedder:
         return get_embedder(settings.embedder_for(table))
     except ModelError as exc:
         raise ModelError(f"{exc} — change {origin(name, getattr(settings, name))}") from None
+
+
+def table_embedder(settings: Settings, table: str, language: str | None) -> Embedder:
+    """catalog.table_embedder, with an unknown chosen id said as `chosen_embedder` says it."""
+    chosen_embedder(settings, table)
+    return catalog_table_embedder(settings, table, language)

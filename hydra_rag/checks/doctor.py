@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hydra_rag.catalog import load_embedders, table_embedder
-from hydra_rag.config import Settings, load_settings
+from hydra_rag.catalog import load_embedders
+from hydra_rag.config import Settings, load_settings, table_embedder
 from hydra_rag.errors import HydraError, SidecarCrash
 from hydra_rag.models import sidecar
 from hydra_rag.read.chunk import CHUNKER_VERSION

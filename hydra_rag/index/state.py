@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hydra_rag.catalog import Embedder, foreign_for, table_embedder
-from hydra_rag.config import Settings, chosen_embedder
+from hydra_rag.catalog import Embedder, foreign_for
+from hydra_rag.config import Settings, chosen_embedder, table_embedder
 from hydra_rag.documents import EXTRACTOR_VERSION, format_of
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.index.contextualize import Contextualizer

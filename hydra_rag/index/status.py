@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.catalog import table_embedder
-from hydra_rag.config import Settings
+from hydra_rag.config import Settings, table_embedder
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.index.state import (
     Diff,
