@@ -102,12 +102,11 @@ def _main(
 _NO_LINKS = ("dumb", "linux", "screen", "vt100", "vt220", "cons25")
 
 
-def hyperlinks(console: Console) -> bool:
-    """Whether paths printed on `console` are made links (OSC 8): setting `hyperlinks` (auto,
-    on, off); auto means a terminal whose TERM is not one known to show the codes as text."""
-    from hydra_rag.config import load_settings
-
-    choice = load_settings().hyperlinks.strip().lower()
+def hyperlinks(console: Console, setting: str) -> bool:
+    """Whether paths printed on `console` are made links (OSC 8), by the setting `hyperlinks`
+    (auto, on, off); auto means a terminal whose TERM is not one known to show the codes as
+    text."""
+    choice = setting.strip().lower()
     if choice in ("off", "never", "no", "false", "0") or not console.is_terminal:
         return False
     if choice in ("on", "always", "yes", "true", "1"):

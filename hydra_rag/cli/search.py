@@ -144,7 +144,7 @@ def search(
         _vimgrep(hits, query)
         return
     multi = len(searcher.stores) > 1
-    links = hyperlinks(out)
+    links = hyperlinks(out, searcher.settings.hyperlinks)
     for i, h in enumerate(hits, start=1):
         link = file_url(Path(h.store) / h.path) if links else None
         _show(i, h, query, f"{names[h.store]}:{h.path}" if multi else h.path, explain, link)

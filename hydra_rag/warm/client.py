@@ -85,17 +85,20 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def _off() -> bool:
+    """Whether HYDRA_RAG_WARM_MINUTES says never (read here without loading the settings)."""
+    return os.environ.get("HYDRA_RAG_WARM_MINUTES", "").strip() in ("0", "0.0")
+
+
 def wanted(argv: list[str]) -> bool:
     """Whether this command line is one a warm process runs (and may be started for)."""
-    return (bool(argv) and argv[0] in COMMANDS and "--debug" not in argv
-            and os.environ.get("HYDRA_RAG_WARM_MINUTES", "").strip() not in ("0", "0.0"))
+    return bool(argv) and argv[0] in COMMANDS and "--debug" not in argv and not _off()
 
 
 def starts(argv: list[str]) -> bool:
     """Whether this command line, not itself a quick one, starts a warm process when it
     succeeds: `index`, since searches follow it."""
-    return (bool(argv) and argv[0] == "index" and "--help" not in argv
-            and os.environ.get("HYDRA_RAG_WARM_MINUTES", "").strip() not in ("0", "0.0"))
+    return bool(argv) and argv[0] == "index" and "--help" not in argv and not _off()
 
 
 def start_quietly(environ: dict[str, str]) -> None:

@@ -48,7 +48,7 @@ def stop() -> bool:
     if pid is None:
         return False
     try:
-        os.kill(pid, 15)
+        os.kill(pid, signal.SIGTERM)
     except OSError:
         return False
     for _ in range(50):
@@ -74,13 +74,19 @@ def _pid_of(path: Path) -> int | None:
     try:
         sock.settimeout(1.0)
         sock.connect(str(path))
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        pid, uid, _ = struct.unpack("3i", creds)
+        pid, uid = _peer(sock)
         return pid if uid == os.getuid() else None
     except OSError:
         return None
     finally:
         sock.close()
+
+
+def _peer(sock: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _ = struct.unpack("3i", creds)
+    return pid, uid
 
 
 class _Stream(io.TextIOBase):
@@ -169,8 +175,7 @@ class Server:
 
     def _handle(self, conn: socket.socket) -> None:
         try:
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            if struct.unpack("3i", creds)[1] != os.getuid():
+            if _peer(conn)[1] != os.getuid():
                 return  # another account: not a word
             conn.settimeout(5.0)
             request = json.loads(_line(conn))
