@@ -84,7 +84,7 @@ def install(roots: list[Path], all_: bool = False, tags: list[str] | None = None
     roots = [resolve_root(r) for r in roots]
     # The interpreter this command runs in, not a `hydra-rag` looked up on a PATH that systemd
     # does not share with the login shell.
-    cmd = [sys.executable, "-m", "hydra_rag", "watch", *map(str, roots)]
+    cmd = [sys.executable, "-P", "-m", "hydra_rag", "watch", *map(str, roots)]
     cmd += ["--all"] if all_ else [a for t in tags for a in ("--tag", t)]
     cmd += list(args or [])
     env = [f"Environment={quote(f'{k}={v}')}" for k, v in sorted(os.environ.items())

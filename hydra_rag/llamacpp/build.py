@@ -166,7 +166,7 @@ def _write(stamp: Stamp) -> None:
 
 
 def _pip(*args: str, env: dict[str, str] | None = None) -> None:
-    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
+    cmd = [sys.executable, "-P", "-m", "pip", "--disable-pip-version-check", *args]
     print("+ " + " ".join(shlex.quote(a) for a in cmd), file=sys.stderr, flush=True)
     subprocess.run(cmd, check=True, env=env)
 
@@ -174,7 +174,7 @@ def _pip(*args: str, env: dict[str, str] | None = None) -> None:
 def system_info() -> tuple[int, str]:
     """Load the installed build in a child process: (exit code, llama.cpp's system info)."""
     code = "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                           timeout=300)
     return proc.returncode, (proc.stdout.strip() or proc.stderr.strip()[-500:])
 

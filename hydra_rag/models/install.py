@@ -64,7 +64,7 @@ def _pypi_fetch(spec: str, subdir: str, workdir: Path, say: Say) -> Path:
     wheels = [w for w in wheels if version is None or f"-{version}-" in w.name]
     if not wheels:
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+            [sys.executable, "-P", "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
              "--disable-pip-version-check", "-q", "-d", str(cache), spec],
             capture_output=True, text=True,
         )

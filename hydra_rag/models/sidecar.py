@@ -242,7 +242,7 @@ def _answers(rec: SidecarRecord, patience: float) -> bool:
 def _command(spec: SidecarSpec, *extra: str) -> list[str]:
     """The sidecar process's command line (its settings are all here, none in the environment)."""
     cmd = [
-        sys.executable, "-m", "hydra_rag.models.sidecar_server",
+        sys.executable, "-P", "-m", "hydra_rag.models.sidecar_server",
         "--model", spec.model_path, "--alias", spec.id, "--role", spec.role,
         "--idle", str(spec.idle_seconds), "--threads", str(spec.threads),
         "--n-ctx", str(spec.n_ctx), "--n-batch", str(spec.n_batch),

@@ -35,7 +35,7 @@ def start(minutes: float, environ: dict[str, str] | None = None) -> bool:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as err:
         subprocess.Popen(
-            [sys.executable, "-m", "hydra_rag.cli.warm", "--minutes", str(minutes)],
+            [sys.executable, "-P", "-m", "hydra_rag.cli.warm", "--minutes", str(minutes)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, cwd="/",
             start_new_session=True, close_fds=True, env=environ)
     return True

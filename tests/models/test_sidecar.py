@@ -47,7 +47,12 @@ def test_start_reuse_stop(model: Path) -> None:
     assert not sidecar.pid_is_sidecar(rec.pid, "t-reuse")
 
 
-def test_listens_on_loopback_only(model: Path) -> None:
+def test_listens_on_loopback_only(model: Path, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # Started from a folder of Python sources whose modules shadow the standard library's (a
+    # `json.py`, as the rich package has), as when `hydra-rag search` runs inside such a folder.
+    (tmp_path / "json.py").write_text("raise ImportError('the folder shadowed json')\n")
+    monkeypatch.chdir(tmp_path)
     rec = sidecar.ensure(_spec(model, "t-lo", 19091))
     try:
         conns = Path("/proc/net/tcp").read_text().splitlines()[1:]
