@@ -49,3 +49,10 @@ def yaml_problem(exc: Exception) -> str:
     mark = getattr(exc, "problem_mark", None)
     where = f", line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
     return f"{problem}{where}"
+
+
+def unreadable(path: object, exc: OSError | UnicodeDecodeError) -> HydraError:
+    """`cannot read PATH: why`, in the system's words and without Python's `[Errno N]`."""
+    if isinstance(exc, UnicodeDecodeError):
+        return HydraError(f"cannot read {path}: not UTF-8 text (byte {exc.start})")
+    return HydraError(f"cannot read {path}: {(exc.strerror or str(exc)).lower()}")

@@ -27,7 +27,7 @@ import yaml
 
 from hydra_rag.answer.citations import fold
 from hydra_rag.documents import SKIPS, skip_label
-from hydra_rag.errors import HydraError, yaml_problem
+from hydra_rag.errors import HydraError, unreadable, yaml_problem
 from hydra_rag.read.walk import read_text
 from hydra_rag.search.rerank import MAX_TOP
 from hydra_rag.search.retrieve import CANDIDATES, Searcher
@@ -87,7 +87,7 @@ def load_questions(path: Path) -> list[Question]:
     try:
         raw_text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise HydraError(f"cannot read {path}: {exc}") from None
+        raise unreadable(path, exc) from None
     items: list[tuple[str, Any]] = []
     if path.suffix.lower() in (".yaml", ".yml"):
         try:

@@ -22,7 +22,7 @@ from hydra_rag.cli.base import (
     rerank_flags,
     say,
 )
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, unreadable
 from hydra_rag.paths import store_names
 
 
@@ -201,7 +201,7 @@ def _read_queries(path: Path) -> list[dict[str, str]]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise HydraError(f"cannot read {path}: {exc}") from None
+        raise unreadable(path, exc) from None
     items = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():

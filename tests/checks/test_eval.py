@@ -169,3 +169,11 @@ def test_eval_with_answers_runs_the_chat_model(isolated_home: Path, tmp_path: Pa
     assert r["label"] in ("ok", "generation")
     if not got:
         assert r["label"] == "generation" and "[1]" in r["fix"]
+
+
+def test_an_unreadable_questions_file_is_named_in_plain_words(tmp_path: Path) -> None:
+    with pytest.raises(HydraError, match=r"^cannot read .*gone.jsonl: no such file or directory$"):
+        load_questions(tmp_path / "gone.jsonl")
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"question": "caf\xe9"}\n')
+    with pytest.raises(HydraError, match=r"not UTF-8 text \(byte 15\)$"):
+        load_questions(tmp_path / "latin1.jsonl")
