@@ -175,5 +175,5 @@ def test_an_unreadable_questions_file_is_named_in_plain_words(tmp_path: Path) ->
     with pytest.raises(HydraError, match=r"^cannot read .*gone.jsonl: no such file or directory$"):
         load_questions(tmp_path / "gone.jsonl")
     (tmp_path / "latin1.jsonl").write_bytes(b'{"question": "caf\xe9"}\n')
-    with pytest.raises(HydraError, match=r"not UTF-8 text \(byte 15\)$"):
+    with pytest.raises(HydraError, match=r"not UTF-8 text \(byte 17\)$"):
         load_questions(tmp_path / "latin1.jsonl")
