@@ -20,6 +20,7 @@ from hydra_rag.index.prepare import Prepared, prepare, read_ahead, symbols_of
 from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
 from hydra_rag.index.state import State, diff, stale_analysis
 from hydra_rag.locks import file_lock, lock_holder, lock_label
+from hydra_rag.paths import state_dir
 from hydra_rag.read.chunk import with_context
 from hydra_rag.read.secrets import SECRET
 from hydra_rag.read.source import (
@@ -30,7 +31,7 @@ from hydra_rag.read.source import (
     walker,
 )
 from hydra_rag.read.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult
-from hydra_rag.store import rebuild, registry
+from hydra_rag.store import access, rebuild, registry
 from hydra_rag.store.filelist import Light
 from hydra_rag.store.index_dir import FORMAT_VERSION, TABLES, FileEntry, Store, marker
 from hydra_rag.store.lexical import parse_language
@@ -76,6 +77,10 @@ class Run(State):
             self.store.journal_path.touch()  # check every row against files.db
         self.progress(Progress("walk", message=f"walking {self.root}"))
         walked = walker(self.root, include, exclude, self.settings, include_secrets).walk()
+        # No wider than its files: narrowed before any file is read, widened only at the end,
+        # when the index no longer holds what a private file that left put in it.
+        gate = access.wanted(self.settings.index_access, walked.private)
+        access.narrow(self.store.dir, gate)
         self.report.dirs = walked.dirs
         self.choose_language(walked, full)
         self.choose_analysis()
@@ -95,6 +100,7 @@ class Run(State):
         store.file_list.migrate()
         # Extracted texts no indexed document uses any more (the document changed or left).
         self.docs.prune(store.file_list.document_keys())
+        access.settle(store.dir, gate)
         report = self.report
         report.documents_extracted = self.docs.extracted
         report.embedders = {t: e.id for t, e in self.embedders.items()}
@@ -552,10 +558,8 @@ def index_folder(
     root = resolve_root(root)
     say = progress or (lambda _p: None)
     store = Store(root)
-    try:
-        store.dir.mkdir(exist_ok=True)
-    except OSError as exc:
-        raise HydraError(f"cannot create {store.dir}: {exc.strerror}") from None
+    access.create(store.dir)
+    state_dir()  # sidecars started for this run log there: private before they do
     with ExitStack() as locks:
         held = locks.enter_context(file_lock(store.lock_path, wait, holder))
         if not held and lock_label(store.lock_path) == "watch" and holder != "watch":

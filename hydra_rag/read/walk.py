@@ -145,6 +145,9 @@ class WalkResult:
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_paths: dict[str, list[str]] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=set)  # folders walked into ("" the root)
+    # Kept files other accounts cannot read (no o+r, or a folder on the way without o+x): an
+    # index holding their text must be no wider than they are (store.access).
+    private: int = 0
 
     def skip(self, reason: str, rel: str) -> None:
         self.skipped[reason] += 1
@@ -380,13 +383,16 @@ class Walker:
         """Walk the whole tree; never follows symlinked folders."""
         result = WalkResult()
         with no_gc():
-            self._walk_dir(self.root, "", list(self.base_layers), result, pruned=False)
+            self._walk_dir(self.root, "", list(self.base_layers), result, pruned=False,
+                           shut=False)
         result.files.sort(key=lambda c: c.rel)
         return result
 
     def _walk_dir(
-        self, path: Path, rel_dir: str, layers: list[_Layer], result: WalkResult, pruned: bool
+        self, path: Path, rel_dir: str, layers: list[_Layer], result: WalkResult, pruned: bool,
+        shut: bool,
     ) -> None:
+        """`shut`: a folder between the root and this one keeps other accounts out."""
         result.dirs.add(rel_dir)
         if not pruned:
             for fname, reason in ((".gitignore", "gitignore"), (".hydraignore", "hydraignore")):
@@ -424,11 +430,13 @@ class Walker:
                 why = "" if pruned else self._rule(layers, rel, is_dir=True)
                 if pruned or why:
                     if self._may_include_below(rel):
-                        self._walk_dir(Path(entry.path), rel, layers, result, pruned=True)
+                        self._walk_dir(Path(entry.path), rel, layers, result, pruned=True,
+                                       shut=shut or not st.st_mode & stat.S_IXOTH)
                     else:
                         result.skip(why or "blacklisted", rel + "/")
                     continue
-                self._walk_dir(Path(entry.path), rel, layers, result, pruned=False)
+                self._walk_dir(Path(entry.path), rel, layers, result, pruned=False,
+                               shut=shut or not st.st_mode & stat.S_IXOTH)
                 continue
             if not stat.S_ISREG(st.st_mode):
                 result.skip("special", rel)
@@ -457,6 +465,8 @@ class Walker:
             if st.st_size > (self.max_document_bytes if format_of(rel) else self.max_bytes):
                 result.skip("too_large", rel)
                 continue
+            if shut or not st.st_mode & stat.S_IROTH:
+                result.private += 1
             result.files.append(Candidate(rel, st.st_size, st.st_mtime_ns, self._included(rel),
                                           self.include_secrets))
 
