@@ -69,6 +69,9 @@ class Settings:
     # Paths in `search` output on a terminal are links that open the file (OSC 8): auto (on a
     # terminal whose TERM is not known to show the codes as text), on or off.
     hyperlinks: str = "auto"
+    # Who may read a folder's .hydra-index (hydra_rag.store.access): auto (only this user when
+    # a file in it is one others cannot read, else as the files are), private or shared.
+    index_access: str = "auto"
 
     def embedder_for(self, table: str) -> str:
         """The embedder id chosen for the `code` or `prose` table."""
@@ -130,6 +133,9 @@ def load_settings(**flags: Any) -> Settings:
             settings = replace(settings, **{name: _coerce(name, value, types[name], f"--{name}")})
     _check_key_env(settings)
     _check_answering(settings)
+    if settings.index_access not in INDEX_ACCESS:
+        raise ConfigError(f"index_access must be one of {', '.join(INDEX_ACCESS)}, "
+                          f"not {settings.index_access!r}")
     return settings
 
 
@@ -151,6 +157,7 @@ def origin(name: str, value: Any) -> str:
 
 
 FOLLOW_UPS = ("carry", "rewrite", "off")
+INDEX_ACCESS = ("auto", "private", "shared")
 
 
 def _check_answering(settings: Settings) -> None:

@@ -55,6 +55,38 @@ def dirs() -> Dirs:
     )
 
 
+def private_dir(path: Path) -> Path:
+    """`path` made (with its parents) for this user alone, 0o700, and narrowed to that if it
+    was made wider before: hydra-rag's state and cache hold text of indexed files, chat
+    sessions and logs, and a folder's mode is the gate to everything in it."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        st = path.stat()
+        if st.st_mode & 0o077 and st.st_uid == os.getuid():
+            os.chmod(path, 0o700)
+    except OSError:
+        pass  # not ours to narrow (a shared HYDRA_RAG_HOME): left as it is
+    return path
+
+
+def own_dirs() -> None:
+    """The state folder made private before anything writes to it (a sidecar started by any
+    command logs there), and a cache folder made wider by an older version narrowed."""
+    state_dir()
+    if dirs().cache.is_dir():
+        cache_dir()
+
+
+def state_dir() -> Path:
+    """The state folder (registry, sidecars and their logs, sessions), made private."""
+    return private_dir(dirs().state)
+
+
+def cache_dir() -> Path:
+    """The cache folder (downloads), made private."""
+    return private_dir(dirs().cache)
+
+
 def store_names(stores: Iterable[str | Path]) -> dict[str, str]:
     """One short name per indexed folder, the same in `search`, the chat's sources and JSON:
     its base name, with as many parent folders as it takes to tell two of one name apart."""

@@ -9,7 +9,7 @@ from typing import TextIO
 
 from hydra_rag.answer.chat import Chat, TurnResult
 from hydra_rag.errors import HydraError
-from hydra_rag.paths import dirs
+from hydra_rag.paths import state_dir
 
 HELP = """commands:
   /sources        sources of the last answer
@@ -176,8 +176,7 @@ class Repl:
         try:
             import readline
 
-            hist = dirs().state / "chat_history"
-            hist.parent.mkdir(parents=True, exist_ok=True)
+            hist = state_dir() / "chat_history"
             try:
                 readline.read_history_file(hist)
             except OSError:

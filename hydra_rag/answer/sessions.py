@@ -11,7 +11,7 @@ from typing import Any
 
 from hydra_rag.errors import HydraError
 from hydra_rag.locks import write_atomic
-from hydra_rag.paths import dirs
+from hydra_rag.paths import dirs, private_dir, state_dir
 
 
 def sessions_dir() -> Path:
@@ -55,7 +55,8 @@ def load(name: str) -> dict[str, Any] | None:
 
 def save(doc: dict[str, Any]) -> Path:
     path = _path(doc["name"])
-    path.parent.mkdir(parents=True, exist_ok=True)
+    state_dir()  # a chat holds what the files said: the folder above is the gate
+    private_dir(path.parent)
     doc["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     write_atomic(path, json.dumps(doc, ensure_ascii=False, indent=1))
     return path

@@ -238,8 +238,8 @@ class Evaluator:
             return f"{rel} does not exist in {root}"
         reason = self._skip_reason(root, rel)
         if reason == "secret":
-            return (f"{rel} looks like a secret and is never indexed; if it is not one, "
-                    f"`hydra-rag index {root} --include {rel}`")
+            return (f"{rel} looks like a private key or credentials and is not indexed; "
+                    f"to index it anyway, `hydra-rag index {root} --include-secrets`")
         if reason in SKIPS and reason != "too_large":  # a document that yields no text
             return (f"{rel} cannot be read ({skip_label(reason)}): `hydra-rag index {root} "
                     "--dry-run` says what is wrong with it")

@@ -96,6 +96,9 @@ def _main(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     state["debug"] = debug
+    from hydra_rag.paths import own_dirs
+
+    own_dirs()
 
 
 # Terminals known to print an OSC 8 hyperlink's escape codes as text instead of a link.

@@ -74,6 +74,13 @@ class _ProgressView:
             self.bar = None
 
 
+def _label(reason: str) -> str:
+    """A skip reason as summaries show it; a secret's says how to index it anyway."""
+    from hydra_rag.read.secrets import HINT, SECRET
+
+    return f"{reason} ({HINT})" if reason == SECRET else skip_label(reason)
+
+
 @contextmanager
 def _sigterm_interrupts() -> Iterator[list[int]]:
     """SIGTERM stops a run as Ctrl-C does (what was indexed is kept, and said); yields the
@@ -96,12 +103,17 @@ def index(
     path: Annotated[Path, typer.Argument(help="Folder to index.")] = Path("."),
     include: Annotated[list[str] | None, typer.Option(
         "--include", help="Glob of files to index even if ignored, blacklisted or skipped for "
-        "their content (SVG, certificates, keys, enormous lines) (repeatable). Kept for later "
-        "runs; --include or --exclude replaces both kept lists.")] = None,
+        "their content (SVG, certificates, enormous lines; not secrets) (repeatable). Kept for "
+        "later runs; --include or --exclude replaces both kept lists.")] = None,
     exclude: Annotated[list[str] | None, typer.Option(
         "--exclude", help="Glob of files to leave out (repeatable; kept like --include).")] = None,
+    include_secrets: Annotated[bool | None, typer.Option(
+        "--include-secrets/--no-include-secrets", help="Index private keys and credentials "
+        "(.env, id_rsa, *.key, a PEM private key in any file) instead of skipping them; kept "
+        "for later runs.")] = None,
     clear_selection: Annotated[bool, typer.Option(
-        "--clear-selection", help="Forget the kept --include/--exclude patterns.")] = False,
+        "--clear-selection", help="Forget the kept --include/--exclude patterns and "
+        "--include-secrets.")] = False,
     full: Annotated[bool, typer.Option("--full", help="Rebuild the index from scratch.")] = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="List what would be indexed and, per reason, what is skipped.")] = False,
@@ -133,8 +145,9 @@ def index(
         if include or exclude:
             raise UsageError("--clear-selection forgets --include/--exclude: give one or the other")
         include, exclude = [], []
+        include_secrets = bool(include_secrets)
     if dry_run:
-        rep = do_dry_run(path, include, exclude, load_settings())
+        rep = do_dry_run(path, include, exclude, load_settings(), include_secrets)
         if as_json:
             print_json({"root": rep.root, "files": [{"path": p, "kind": k} for p, k in rep.files],
                         "skipped": rep.skipped, "long_lines": rep.long_lines,
@@ -144,7 +157,7 @@ def index(
             out.print(f"{k:5}  {p}", markup=False, highlight=False)
         say(f"{len(rep.files)} files would be indexed")
         for reason, paths in sorted(rep.skipped.items(), key=lambda kv: -len(kv[1])):
-            say(f"skipped {len(paths):6}  {skip_label(reason)}: {', '.join(paths[:5])}"
+            say(f"skipped {len(paths):6}  {_label(reason)}: {', '.join(paths[:5])}"
                 + (" …" if len(paths) > 5 else ""))
         for rel, problem in list(rep.document_problems.items())[:10]:
             say(f"  {rel}: {problem}")
@@ -160,7 +173,8 @@ def index(
     with _sigterm_interrupts() as stopped_by:
         try:
             report = index_folder(path, settings, include, exclude, full, tag, wait, view,
-                                  repair, language, contextualize)
+                                  repair, language, contextualize,
+                                  include_secrets=include_secrets)
         except IndexInterrupted as exc:
             view.stop()
             say(f"interrupted: {exc}")
@@ -254,7 +268,7 @@ def _show_status(s: Any, shown: int = 10) -> None:
         line(f"{len(s.touched)} touched (a new mtime, the same content: nothing to index)", "dim")
     for f in s.file_list or []:
         detail = {"indexed": f"{f.kind}, {f.chunks} chunk{'s' if f.chunks != 1 else ''}",
-                  "skipped": skip_label(f.reason) + (f": {f.detail}" if f.detail else "")
+                  "skipped": _label(f.reason) + (f": {f.detail}" if f.detail else "")
                   + (f" (--include {shlex.quote(f.include)})" if f.include else ""),
                   "failed": f"{f.reason}: {f.detail}" if f.detail else f.reason}.get(f.state, "")
         line(f"{f.state:8} {f.path}" + (f"  {detail}" if detail else ""),

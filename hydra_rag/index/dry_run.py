@@ -7,23 +7,34 @@ from pathlib import Path
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError
 from hydra_rag.index.report import DryRunReport
-from hydra_rag.read.source import read_source, reader_for, recorded_selection, resolve_root, walker
+from hydra_rag.read.source import (
+    read_source,
+    reader_for,
+    recorded_secrets,
+    recorded_selection,
+    resolve_root,
+    walker,
+)
 from hydra_rag.read.walk import mostly_long_lines
 from hydra_rag.store.index_dir import Store
 
 
 def dry_run(root: Path, include: list[str] | None = None,
-            exclude: list[str] | None = None, settings: Settings | None = None) -> DryRunReport:
+            exclude: list[str] | None = None, settings: Settings | None = None,
+            include_secrets: bool | None = None) -> DryRunReport:
     """Walk and read like a real run, without touching the index (documents are extracted,
     or taken from the index's cache of extracted texts, which is not written)."""
     root = resolve_root(root)
     settings = settings or Settings()
-    if include is None and exclude is None and Store(root).dir.is_dir():
-        try:
-            include, exclude = recorded_selection(Store(root).read_meta()) or ([], [])
-        except HydraError:
-            pass
-    walked = walker(root, include, exclude, settings).walk()
+    try:
+        meta = Store(root).read_meta() if Store(root).dir.is_dir() else {}
+    except HydraError:
+        meta = {}
+    if include is None and exclude is None:
+        include, exclude = recorded_selection(meta) or ([], [])
+    if include_secrets is None:
+        include_secrets = recorded_secrets(meta)
+    walked = walker(root, include, exclude, settings, include_secrets).walk()
     files, long_lines = [], []
     problems: dict[str, str] = {}
     skipped = {k: list(v) for k, v in walked.skipped_paths.items()}

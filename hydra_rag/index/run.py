@@ -20,10 +20,18 @@ from hydra_rag.index.prepare import Prepared, prepare, read_ahead, symbols_of
 from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
 from hydra_rag.index.state import State, diff, stale_analysis
 from hydra_rag.locks import file_lock, lock_holder, lock_label
+from hydra_rag.paths import state_dir
 from hydra_rag.read.chunk import with_context
-from hydra_rag.read.source import read_source, recorded_selection, resolve_root, walker
+from hydra_rag.read.secrets import SECRET
+from hydra_rag.read.source import (
+    read_source,
+    recorded_secrets,
+    recorded_selection,
+    resolve_root,
+    walker,
+)
 from hydra_rag.read.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult
-from hydra_rag.store import rebuild, registry
+from hydra_rag.store import access, rebuild, registry
 from hydra_rag.store.filelist import Light
 from hydra_rag.store.index_dir import FORMAT_VERSION, TABLES, FileEntry, Store, marker
 from hydra_rag.store.lexical import parse_language
@@ -46,30 +54,40 @@ class Run(State):
     # changed files is the next run's); `watch` stops this way.
     stop_requested: Callable[[], bool] | None = None
     _kinds_before: set[str | None]  # the tables that had chunks when the run began (run())
-    selection: dict[str, list[str]] | None = None  # the run's --include and --exclude (index())
+    # the run's --include and --exclude, and whether --include-secrets (index())
+    selection: dict[str, Any] | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
     def index(self, include: list[str] | None, exclude: list[str] | None, full: bool,
-              repair: bool) -> IndexReport:
+              repair: bool, include_secrets: bool | None = None) -> IndexReport:
         """The whole run, in its order: remove what an interrupted rebuild left, walk, choose
         the language, load (and repair) the state, analyse, index; then, if it built a new
         generation, switch to it."""
         self.report.repaired += rebuild.clean(self.store)
+        try:
+            recorded = self.store.read_meta()
+        except HydraError:
+            recorded = {}  # load_state reports and repairs a broken meta.yaml
         if include is None and exclude is None:  # the folder's own, as its last run recorded
-            try:
-                include, exclude = recorded_selection(self.store.read_meta()) or ([], [])
-            except HydraError:
-                include, exclude = [], []  # load_state reports and repairs a broken meta.yaml
+            include, exclude = recorded_selection(recorded) or ([], [])
+        if include_secrets is None:
+            include_secrets = recorded_secrets(recorded)
         if repair:
             self.store.journal_path.touch()  # check every row against files.db
         self.progress(Progress("walk", message=f"walking {self.root}"))
-        walked = walker(self.root, include, exclude, self.settings).walk()
+        walked = walker(self.root, include, exclude, self.settings, include_secrets).walk()
+        # No wider than its files: narrowed before any file is read, widened only at the end,
+        # when the index no longer holds what a private file that left put in it.
+        gate = access.wanted(self.settings.index_access, walked.private)
+        access.narrow(self.store.dir, gate)
         self.report.dirs = walked.dirs
         self.choose_language(walked, full)
         self.choose_analysis()
         # What this run takes in or leaves out: later runs (index, status, watch) keep it.
         self.selection = {"include": list(include or []), "exclude": list(exclude or [])}
+        if include_secrets:
+            self.selection["secrets"] = True
         self.run(walked, self.load_state(full))  # its light record is dropped past the diff
         store = self.store
         store.journal_path.unlink(missing_ok=True)
@@ -82,6 +100,7 @@ class Run(State):
         store.file_list.migrate()
         # Extracted texts no indexed document uses any more (the document changed or left).
         self.docs.prune(store.file_list.document_keys())
+        access.settle(store.dir, gate)
         report = self.report
         report.documents_extracted = self.docs.extracted
         report.embedders = {t: e.id for t, e in self.embedders.items()}
@@ -495,7 +514,8 @@ class Run(State):
         unchanged file is not read again next time."""
         skipped[p.skip] += 1
         old = files.pop(p.cand.rel, None)
-        if p.skip in ("binary", "not_utf8", "empty", "too_large", *OVERRIDABLE, *DOCUMENT_SKIPS):
+        if p.skip in ("binary", "not_utf8", "empty", "too_large", SECRET, *OVERRIDABLE,
+                      *DOCUMENT_SKIPS):
             files[p.cand.rel] = FileEntry(p.cand.size, p.cand.mtime_ns, None, [], p.skip,
                                           error=p.detail)
         if old and old.chunks and old.kind:
@@ -527,19 +547,19 @@ def index_folder(
     contextualize: bool | None = None,
     stop: Callable[[], bool] | None = None,
     holder: str = "index",
+    include_secrets: bool | None = None,
 ) -> IndexReport:
     """Bring `root/.hydra-index` up to date with the folder; returns what was done. `stop`
     is asked after each stored batch: True ends the run there, with a whole index. `holder`
     says who holds the folder's lock while it runs (a run finds a watch's lock and waits for
-    it, up to WATCH_WAIT_S)."""
+    it, up to WATCH_WAIT_S). `include_secrets` lets private keys and credentials in (None:
+    as the folder's last run chose)."""
     t0 = time.monotonic()
     root = resolve_root(root)
     say = progress or (lambda _p: None)
     store = Store(root)
-    try:
-        store.dir.mkdir(exist_ok=True)
-    except OSError as exc:
-        raise HydraError(f"cannot create {store.dir}: {exc.strerror}") from None
+    access.create(store.dir)
+    state_dir()  # sidecars started for this run log there: private before they do
     with ExitStack() as locks:
         held = locks.enter_context(file_lock(store.lock_path, wait, holder))
         if not held and lock_label(store.lock_path) == "watch" and holder != "watch":
@@ -561,7 +581,7 @@ def index_folder(
         run = Run(root, settings, say, language, contextualize)
         run.stop_requested = stop
         try:
-            report = run.index(include, exclude, full, repair)
+            report = run.index(include, exclude, full, repair, include_secrets)
         except KeyboardInterrupt:
             raise run.interrupted() from None
         finally:

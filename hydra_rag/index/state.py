@@ -19,8 +19,9 @@ from hydra_rag.index.contextualize import Contextualizer
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
 from hydra_rag.read.chunk import CHUNKER_VERSION, with_context
 from hydra_rag.read.classify import classify
-from hydra_rag.read.source import digest_of, read_source, reader_for
-from hydra_rag.read.walk import OVERRIDABLE, Candidate, WalkResult, read_indexable
+from hydra_rag.read.secrets import SECRET, holds_private_key
+from hydra_rag.read.source import digest_of, read_source, reader_for, recorded_secrets
+from hydra_rag.read.walk import OVERRIDABLE, Candidate, WalkResult, read_indexable, read_text
 from hydra_rag.store import rebuild
 from hydra_rag.store.filelist import Light, light_of
 from hydra_rag.store.index_dir import (
@@ -392,6 +393,10 @@ def diff(root: Path, walked: WalkResult, files: Mapping[str, FileEntry | Light],
     # Files of a document format indexed by another extractor version (or as plain text,
     # before documents were read) are read again, once.
     redo_docs = meta.get("extractor_version") != EXTRACTOR_VERSION
+    # An index made with --include-secrets, walked now without: a text file it holds may hold
+    # a private key, and an unchanged file is not read again otherwise (those named as secrets
+    # leave with the walk).
+    was_secrets = recorded_secrets(meta)
     for cand in walked.files:
         e = files.get(cand.rel)
         redo = redo_docs and format_of(cand.rel) is not None
@@ -399,8 +404,12 @@ def diff(root: Path, walked: WalkResult, files: Mapping[str, FileEntry | Light],
             d.reread.append(cand)
             d.added.append(cand.rel)
             continue
+        if (was_secrets and not cand.secrets and e.kind and not e.skip
+                and _holds_private_key(root / cand.rel)):
+            redo = True
         if (e.size == cand.size and e.mtime_ns == cand.mtime_ns
-                and not (cand.included and e.skip in OVERRIDABLE) and not redo):
+                and not (cand.included and e.skip in OVERRIDABLE)
+                and not (cand.secrets and e.skip == SECRET) and not redo):
             if e.skip:
                 d.skipped[e.skip] += 1
             else:
@@ -417,3 +426,8 @@ def diff(root: Path, walked: WalkResult, files: Mapping[str, FileEntry | Light],
     d.removed = [rel for rel in files if rel not in seen]
     return d
 
+
+
+def _holds_private_key(path: Path) -> bool:
+    text, _ = read_text(path)
+    return text is not None and holds_private_key(text)

@@ -23,7 +23,13 @@ from hydra_rag.index.state import (
     rebuild_reason,
     stale_analysis,
 )
-from hydra_rag.read.source import reader_for, recorded_selection, resolve_root, walker
+from hydra_rag.read.source import (
+    reader_for,
+    recorded_secrets,
+    recorded_selection,
+    resolve_root,
+    walker,
+)
 from hydra_rag.read.walk import OVERRIDABLE, WalkResult
 from hydra_rag.store.index_dir import TABLES, FileEntry, Store
 from hydra_rag.store.lexical import Analysis, detect_language
@@ -32,8 +38,8 @@ CURRENT, STALE, NOT_INDEXED = "current", "stale", "not_indexed"
 
 # Skips of the walk's rules that an --include naming the path overrides (walk.Walker._rule);
 # with OVERRIDABLE, the content checks it overrides. Size, emptiness, binaries, encodings,
-# symlinks and unreadable documents it does not.
-_RULES = frozenset({"blacklisted", "secret", "vector_image", "certificate", "excluded",
+# symlinks, unreadable documents and secrets (those take --include-secrets) it does not.
+_RULES = frozenset({"blacklisted", "vector_image", "certificate", "excluded",
                     "gitignore", "hydraignore"})
 
 
@@ -137,7 +143,7 @@ def folder_status(path: Path, settings: Settings, include: list[str] | None = No
     status.chunks = {t: sum(len(e.chunks) for e in indexed.values() if e.kind == t)
                      for t in TABLES}
 
-    walked = walker(root, include, exclude, settings).walk()
+    walked = walker(root, include, exclude, settings, recorded_secrets(meta)).walk()
     d = diff(root, walked, recorded, meta)
     status.skipped = dict(sorted(d.skipped.items()))
     if status.state != NOT_INDEXED:

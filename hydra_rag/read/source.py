@@ -48,12 +48,12 @@ def read_source(root: Path, cand: Candidate, reader: Reader | None) -> Source:
             ex, key = reader.read(path, fmt)
         except Skip as s:
             return Source(None, skip=s.reason, detail=s.detail)
-        if not cand.included and (why := content_skip(ex.text)):
+        if why := content_skip(ex.text, cand.included, cand.secrets):
             return Source(None, skip=why)
         return Source(ex.text, PROSE, "md",
                       {"key": key, "format": ex.format, "unit": ex.unit, "starts": ex.starts},
                       digest=key)
-    text, why = read_indexable(path, cand.included)
+    text, why = read_indexable(path, cand.included, cand.secrets)
     if text is None:
         return Source(None, skip=why)
     return Source(text, classify(cand.rel, text[:200]), markup_of(cand.rel), digest=text_digest(text))
@@ -92,8 +92,9 @@ def resolve_root(path: Path) -> Path:
 
 
 def walker(root: Path, include: list[str] | None, exclude: list[str] | None,
-            settings: Settings) -> Walker:
-    return Walker(root, include, exclude, max_document_bytes=int(settings.max_document_mb * (1 << 20)))
+           settings: Settings, include_secrets: bool = False) -> Walker:
+    return Walker(root, include, exclude, max_document_bytes=int(settings.max_document_mb * (1 << 20)),
+                  include_secrets=include_secrets)
 
 
 def recorded_selection(meta: dict[str, Any]) -> tuple[list[str], list[str]] | None:
@@ -104,3 +105,10 @@ def recorded_selection(meta: dict[str, Any]) -> tuple[list[str], list[str]] | No
     if not isinstance(sel, dict):
         return None
     return [str(p) for p in sel.get("include") or []], [str(p) for p in sel.get("exclude") or []]
+
+
+def recorded_secrets(meta: dict[str, Any]) -> bool:
+    """Whether the folder's last index run was given --include-secrets (kept for later runs
+    until `--no-include-secrets` or `--clear-selection`)."""
+    sel = meta.get("selection")
+    return isinstance(sel, dict) and sel.get("secrets") is True

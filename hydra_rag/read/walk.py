@@ -21,6 +21,7 @@ import pathspec
 from hydra_rag.bulk import no_gc
 from hydra_rag.documents import format_of
 from hydra_rag.paths import INDEX_DIR
+from hydra_rag.read import secrets
 
 MAX_BYTES = 1 << 20
 MAX_DOCUMENT_BYTES = 100 << 20  # setting max_document_mb
@@ -64,25 +65,14 @@ _BLACKLIST_FILES = [
     # OS litter
     ".DS_Store", "Thumbs.db", "desktop.ini",
 ]
-_SECRETS = [
-    ".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "*.p8", "*.ppk",
-    "*.jks", "*.keystore", "*.kdbx", "*.asc", "*.gpg", "id_rsa", "id_rsa.*", "id_dsa", "id_dsa.*",
-    "id_ecdsa", "id_ecdsa.*", "id_ed25519", "id_ed25519.*", ".netrc", ".pgpass", ".npmrc",
-    ".pypirc", ".htpasswd", "credentials", "credentials.json", "credentials.*",
-    "*credentials*.json", "secrets.yaml", "secrets.yml", "secrets.json", "*.secret",
-    "*.secrets", "service-account*.json", ".git-credentials", ".dockercfg",
-    ".docker/config.json", "*.tfstate", "*.tfstate.*", "known_hosts", "authorized_keys",
-]
-# Examples and templates of secrets files hold no secrets and are worth indexing.
-_SECRET_OK = [".env.example", ".env.sample", ".env.template", "*.env.example"]
 # Text that is not worth indexing, each kind under its own reason (--include brings it back):
 # an SVG is coordinates and style (click's artwork/logo.svg is a 3,594-character line of path
 # data, the kind of chunk retrieved for unrelated questions); certificates, signing requests,
-# revocation lists and public keys are base64. Files that may hold a private key are secrets.
+# revocation lists and public keys are base64 (a .pem that holds a private key is a secret).
 _JUNK_NAMES = {
     "vector_image": ["*.svg", "*.svgz"],
     "certificate": ["*.crt", "*.cer", "*.csr", "*.crl", "*.der", "*.p7b", "*.p7c", "*.p7s",
-                    "*.pub"],
+                    "*.pub", *secrets.PEM_NAMES],
 }
 
 
@@ -125,23 +115,26 @@ class _NameRules:
 
 BLACKLIST_DIRS = _NameRules(_BLACKLIST_DIRS)
 BLACKLIST_FILES = _NameRules(_BLACKLIST_FILES)
-SECRETS = _NameRules(_SECRETS)
-SECRETS_OK = _NameRules(_SECRET_OK)
+SECRETS = _NameRules(secrets.NAMES)
+SECRETS_OK = _NameRules(secrets.OK_NAMES)
+PEM_NAMES = _NameRules(secrets.PEM_NAMES)
 JUNK_NAMES = {reason: _NameRules(patterns) for reason, patterns in _JUNK_NAMES.items()}
 # Any of the file name rules above: most files match none, and are asked this alone.
-ANY_FILE_RULE = _NameRules(_BLACKLIST_FILES + _SECRETS
+ANY_FILE_RULE = _NameRules(_BLACKLIST_FILES + secrets.NAMES
                            + [p for patterns in _JUNK_NAMES.values() for p in patterns])
 
 
 class Candidate(NamedTuple):
-    """A file the walk kept: its path relative to the root (POSIX), size and mtime (ns), and
+    """A file the walk kept: its path relative to the root (POSIX), size and mtime (ns),
     whether an --include pattern names it (which also overrides the content checks of
-    `read_indexable`). A named tuple: a walk makes one per file."""
+    `read_indexable`, a private key's aside) and whether the run was given --include-secrets
+    (then a private key does not skip it). A named tuple: a walk makes one per file."""
 
     rel: str
     size: int
     mtime_ns: int
     included: bool = False
+    secrets: bool = False
 
 
 @dataclass
@@ -152,6 +145,9 @@ class WalkResult:
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_paths: dict[str, list[str]] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=set)  # folders walked into ("" the root)
+    # Kept files other accounts cannot read (no o+r, or a folder on the way without o+x): an
+    # index holding their text must be no wider than they are (store.access).
+    private: int = 0
 
     def skip(self, reason: str, rel: str) -> None:
         self.skipped[reason] += 1
@@ -291,8 +287,10 @@ class Walker:
         exclude: list[str] | None = None,
         max_bytes: int = MAX_BYTES,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
+        include_secrets: bool = False,
     ) -> None:
         self.root = root
+        self.include_secrets = include_secrets
         self.max_bytes = max_bytes
         self.max_document_bytes = max_document_bytes
         self.include = (
@@ -364,8 +362,8 @@ class Walker:
         elif ANY_FILE_RULE.match(rel, name):
             if BLACKLIST_FILES.match(rel, name):
                 return "blacklisted"
-            if SECRETS.match(rel, name) and not SECRETS_OK.match(rel, name):
-                return "secret"
+            if not self.include_secrets and self._secret(rel, name):
+                return secrets.SECRET
             for reason, rules in JUNK_NAMES.items():
                 if rules.match(rel, name):
                     return reason
@@ -374,17 +372,27 @@ class Walker:
         ignored, why = _verdict(layers, rel, name, is_dir)
         return why if ignored else ""
 
+    def _secret(self, rel: str, name: str) -> bool:
+        if SECRETS_OK.match(rel, name):
+            return False
+        if SECRETS.match(rel, name):
+            return True
+        return PEM_NAMES.match(rel, name) and secrets.pem_holds_secret(self.root / rel)
+
     def walk(self) -> WalkResult:
         """Walk the whole tree; never follows symlinked folders."""
         result = WalkResult()
         with no_gc():
-            self._walk_dir(self.root, "", list(self.base_layers), result, pruned=False)
+            self._walk_dir(self.root, "", list(self.base_layers), result, pruned=False,
+                           shut=False)
         result.files.sort(key=lambda c: c.rel)
         return result
 
     def _walk_dir(
-        self, path: Path, rel_dir: str, layers: list[_Layer], result: WalkResult, pruned: bool
+        self, path: Path, rel_dir: str, layers: list[_Layer], result: WalkResult, pruned: bool,
+        shut: bool,
     ) -> None:
+        """`shut`: a folder between the root and this one keeps other accounts out."""
         result.dirs.add(rel_dir)
         if not pruned:
             for fname, reason in ((".gitignore", "gitignore"), (".hydraignore", "hydraignore")):
@@ -422,11 +430,13 @@ class Walker:
                 why = "" if pruned else self._rule(layers, rel, is_dir=True)
                 if pruned or why:
                     if self._may_include_below(rel):
-                        self._walk_dir(Path(entry.path), rel, layers, result, pruned=True)
+                        self._walk_dir(Path(entry.path), rel, layers, result, pruned=True,
+                                       shut=shut or not st.st_mode & stat.S_IXOTH)
                     else:
                         result.skip(why or "blacklisted", rel + "/")
                     continue
-                self._walk_dir(Path(entry.path), rel, layers, result, pruned=False)
+                self._walk_dir(Path(entry.path), rel, layers, result, pruned=False,
+                               shut=shut or not st.st_mode & stat.S_IXOTH)
                 continue
             if not stat.S_ISREG(st.st_mode):
                 result.skip("special", rel)
@@ -434,9 +444,14 @@ class Walker:
             if pruned:
                 if not self._included(rel):
                     continue
+                if not self.include_secrets and self._secret(rel, entry.name):
+                    result.skip(secrets.SECRET, rel)
+                    continue
             else:
                 why = self._rule(layers, rel, is_dir=False)
-                if why and not self._included(rel):
+                # --include brings back what the rules leave out, a secret aside: that takes
+                # --include-secrets (then _rule does not call it one).
+                if why and (why == secrets.SECRET or not self._included(rel)):
                     result.skip(why, rel)
                     continue
             if is_link:
@@ -450,7 +465,10 @@ class Walker:
             if st.st_size > (self.max_document_bytes if format_of(rel) else self.max_bytes):
                 result.skip("too_large", rel)
                 continue
-            result.files.append(Candidate(rel, st.st_size, st.st_mtime_ns, self._included(rel)))
+            if shut or not st.st_mode & stat.S_IROTH:
+                result.private += 1
+            result.files.append(Candidate(rel, st.st_size, st.st_mtime_ns, self._included(rel),
+                                          self.include_secrets))
 
 
 def read_text(path: Path) -> tuple[str | None, str]:
@@ -480,8 +498,9 @@ def read_text(path: Path) -> tuple[str | None, str]:
 
 
 # The content checks below are reasons --include overrides, as it overrides the name rules; an
-# unchanged file skipped for one of them is read again once an --include names it.
-OVERRIDABLE = frozenset({"secret", "certificate", "enormous_line"})
+# unchanged file skipped for one of them is read again once an --include names it. A private
+# key ("secret") is not among them: only --include-secrets lets one in.
+OVERRIDABLE = frozenset({"certificate", "enormous_line"})
 
 # A line longer than this is cut mid-line by the chunker (chunk.HARD): a file mostly made of
 # such lines, not prose, becomes chunks of minified code or data that search poorly (a warning).
@@ -495,12 +514,6 @@ LONG_LINE = 3_000
 # prose in those trees is longer than 10,000 characters, and a longer one is kept anyway.
 ENORMOUS_LINE = 10_000
 _MOSTLY = 0.5
-
-_PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]{1,60})-----(.{0,100000}?)-----END \1-----", re.S)
-_OTHER_PRIVATE = re.compile(r"^(?:---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----|PuTTY-User-Key-File-\d+: )",
-                            re.M)
-_BASE64 = re.compile(r"[A-Za-z0-9+/=]{64,}")
-
 
 def _reads_as_prose(line: str) -> bool:
     # A strided sample of ~4,096 characters gives these ratios as well as the whole line does,
@@ -523,41 +536,34 @@ def mostly_long_lines(text: str, longer_than: int = LONG_LINE) -> bool:
     return long >= _MOSTLY * len(text)
 
 
-def _key_material(text: str) -> str:
-    """"secret" for text holding a private key, "certificate" for text that is mostly
-    certificates, signing requests, public keys…; "" otherwise (code that merely names a PEM
-    header, a README quoting a certificate)."""
-    if _OTHER_PRIVATE.search(text):
-        return "secret"
-    armored = 0
-    for m in _PEM.finditer(text):
-        # Header lines (Proc-Type:, DEK-Info:, Comment:) aside, a real block has a base64 body;
-        # "MIIEow..." in documentation does not. A block in a string may have escaped newlines.
-        body = "".join(ln for ln in m.group(2).splitlines() if ":" not in ln)
-        if not _BASE64.search(re.sub(r"\s+|\\[rn]", "", body)):
-            continue
-        if "PRIVATE KEY" in m.group(1):
-            return "secret"
-        armored += len(m.group(0))
-    return "certificate" if armored >= _MOSTLY * len(text) else ""
+def _mostly_armored(text: str) -> bool:
+    """Whether PEM blocks with a real body (certificates, signing requests, public keys, and
+    private keys where --include-secrets lets them in) make up most of `text`: key material,
+    not worth searching. Code that merely names a PEM header, or a README quoting a
+    certificate, is not."""
+    armored = sum(len(m.group(0)) for m in secrets.PEM.finditer(text) if secrets.armored(m))
+    return armored >= _MOSTLY * len(text)
 
 
-def content_skip(text: str) -> str:
-    """Why text read from a file is not worth indexing ("secret": it holds a private key;
-    "certificate": it is mostly certificates or other key material; "enormous_line": it is
-    mostly minified code or data on enormous lines), or ""."""
-    if ("-----BEGIN " in text or "PuTTY-User-Key-File-" in text
-            or "---- BEGIN SSH2" in text):
-        why = _key_material(text)
-        if why:
-            return why
+def content_skip(text: str, included: bool = False, allow_secrets: bool = False) -> str:
+    """Why text read from a file is not indexed ("secret": it holds a private key, unless
+    `allow_secrets`; "certificate": it is mostly certificates or other key material;
+    "enormous_line": it is mostly minified code or data on enormous lines), or "". A file
+    an --include names (`included`) is only checked for a private key."""
+    if not allow_secrets and secrets.holds_private_key(text):
+        return secrets.SECRET
+    if included:
+        return ""
+    if "-----BEGIN " in text and _mostly_armored(text):
+        return "certificate"
     return "enormous_line" if mostly_long_lines(text, ENORMOUS_LINE) else ""
 
 
-def read_indexable(path: Path, included: bool = False) -> tuple[str | None, str]:
-    """`read_text`, then `content_skip` unless --include names the file (`included`)."""
+def read_indexable(path: Path, included: bool = False,
+                   allow_secrets: bool = False) -> tuple[str | None, str]:
+    """`read_text`, then `content_skip`."""
     text, why = read_text(path)
-    if text is None or included:
+    if text is None:
         return text, why
-    why = content_skip(text)
+    why = content_skip(text, included, allow_secrets)
     return (None, why) if why else (text, "")

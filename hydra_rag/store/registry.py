@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.locks import file_lock, write_atomic
-from hydra_rag.paths import dirs
+from hydra_rag.paths import dirs, state_dir
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def stores() -> dict[str, dict[str, Any]]:
 def register(root: Path, tags: list[str] | None = None) -> dict[str, Any]:
     """Record (or refresh) a folder after it was indexed; tags are added, never dropped here."""
     path = dirs().registry
-    path.parent.mkdir(parents=True, exist_ok=True)
+    state_dir()
     with file_lock(path.with_suffix(".lock"), wait=30):
         doc = _load(path)
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -44,7 +44,7 @@ def register(root: Path, tags: list[str] | None = None) -> dict[str, Any]:
 def _update(change: Any) -> dict[str, Any]:
     """Apply `change(stores)` to the registry under its lock; returns the new stores."""
     path = dirs().registry
-    path.parent.mkdir(parents=True, exist_ok=True)
+    state_dir()
     with file_lock(path.with_suffix(".lock"), wait=30):
         doc = _load(path)
         change(doc["stores"])

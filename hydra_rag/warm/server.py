@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.paths import dirs
+from hydra_rag.paths import dirs, state_dir
 from hydra_rag.warm import code_stamp, environment_key, private_dir, socket_dir, socket_path, wire
 
 _RUN = threading.Lock()  # one command at a time: each sets the working folder and sys.stdout
@@ -31,8 +31,7 @@ def start(minutes: float, environ: dict[str, str] | None = None) -> bool:
     path = socket_path()
     if _answers(path):
         return False
-    log = dirs().state / "warm.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    log = state_dir() / "warm.log"
     with open(log, "ab") as err:
         subprocess.Popen(
             [sys.executable, "-P", "-m", "hydra_rag.cli.warm", "--minutes", str(minutes)],

@@ -144,7 +144,7 @@ def test_eval_on_a_real_index(isolated_home: Path, tmp_path: Path) -> None:
     rep = json.loads(proc.stdout)
     by = {r["id"]: r for r in rep["results"]}
     assert by["quince"]["rank"] == 1 and by["invoice"]["rank"] == 1
-    assert by["secret"]["label"] == "data" and "looks like a secret" in by["secret"]["fix"]
+    assert by["secret"]["label"] == "data" and "--include-secrets" in by["secret"]["fix"]
     assert by["gone"]["label"] == "data" and "does not exist" in by["gone"]["fix"]
     assert by["split"]["label"] == "chunking" and "handbook.md:" in by["split"]["fix"]
     assert rep["hit@1"] == pytest.approx(2 / 5) and set(rep["worst"]) >= {"secret", "gone"}

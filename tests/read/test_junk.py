@@ -164,9 +164,19 @@ def test_include_brings_junk_back(junk_tree: Path) -> None:
     assert rep.skipped["vector_image"] == ["art/logo.svgz"]
     assert rep.skipped["enormous_line"] == ["data/dump.json"]
     # A private key found by its content is a secret like one found by its name (id_rsa):
-    # only an --include naming it brings it in.
+    # an --include naming it is not enough, it takes --include-secrets too (a file that is
+    # mostly the key is key material, which the --include brings back).
     assert set(rep.skipped["secret"]) == {"notes/backup.txt", "src/settings.py"}
-    assert "notes/backup.txt" in dict(dry_run(junk_tree, include=["notes/backup.txt"]).files)
+    named = dry_run(junk_tree, include=["notes/backup.txt"])
+    assert "notes/backup.txt" not in dict(named.files)
+    assert "notes/backup.txt" in named.skipped["secret"]
+    both = dry_run(junk_tree, include=["notes/backup.txt"], include_secrets=True)
+    assert "notes/backup.txt" in dict(both.files) and "secret" not in both.skipped
+    alone = dry_run(junk_tree, include_secrets=True)
+    assert "secret" not in alone.skipped
+    assert set(alone.skipped["certificate"]) == {"notes/backup.txt", "src/settings.py",
+                                                 "tls/ca-bundle.txt", "tls/server.csr",
+                                                 "tls/server.crt"}
 
 
 def test_cli_dry_run_shows_the_reasons(junk_tree: Path, tmp_path: Path) -> None:

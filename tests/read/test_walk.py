@@ -52,6 +52,8 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         ".env.example": "API_KEY=\n",
         "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\n",
         "certs/server.pem": "-----BEGIN CERTIFICATE-----\n",
+        "certs/server-key.pem": "-----BEGIN PRIVATE KEY-----\n" + "MIIEvQIBADANBgkqhkiG9w0B" * 4
+                                + "\n-----END PRIVATE KEY-----\n",
         "empty.txt": "",
         "with space.md": "spaces in the name\n",
         "кириллица.md": "Привет, мир\n",
@@ -80,7 +82,8 @@ def test_walk_rules(tree: Path) -> None:
                  "sub/secret_notes.md", "sub/a.tmp", "sub/drafts/d.md",
                  "node_modules/pkg/index.js", ".venv/lib.py", "dist/app.js",
                  "package-lock.json", "app.min.js", "model.gguf", "photo.png", ".env",
-                 ".env.production", "id_rsa", "certs/server.pem", "empty.txt", "big.txt",
+                 ".env.production", "id_rsa", "certs/server.pem", "certs/server-key.pem",
+                 "empty.txt", "big.txt",
                  ".git/HEAD"]:
         assert gone not in kept, gone
     # "*.tmp" after "!important.tmp": the last matching pattern wins, as in git.
@@ -89,7 +92,9 @@ def test_walk_rules(tree: Path) -> None:
     assert "debug.log" in paths["gitignore"]
     assert "x.localskip" in paths["gitignore"] and "y.globalskip" in paths["gitignore"]
     assert "sub/drafts/" in paths["hydraignore"]
-    assert {".env", ".env.production", "id_rsa", "certs/server.pem"} <= set(paths["secret"])
+    # A .pem is a secret when it holds a private key; a certificate chain is key material.
+    assert {".env", ".env.production", "id_rsa", "certs/server-key.pem"} <= set(paths["secret"])
+    assert paths["certificate"] == ["certs/server.pem"]
     assert {"node_modules/", ".venv/", "dist/", "model.gguf", "photo.png"} <= set(paths["blacklisted"])
     assert paths["empty"] == ["empty.txt"]
     assert paths["too_large"] == ["big.txt"]
@@ -175,7 +180,7 @@ def test_read_text_content_checks(tmp_path: Path) -> None:
         ("Cargo.lock", False, "blacklisted"),
         ("home/.docker/config.json", False, "secret"),
         ("gcp/my-credentials-prod.json", False, "secret"),
-        ("deploy/id_ed25519.pub", False, "secret"),
+        ("deploy/id_ed25519.pub", False, "certificate"),  # a public key is no secret
         ("config/.env.local", False, "secret"),
         ("config/.env.example", False, ""),
         ("infra/terraform.tfstate.backup", False, "secret"),
