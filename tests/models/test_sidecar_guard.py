@@ -185,3 +185,21 @@ def test_the_key_goes_to_no_other_users_listener(state: Path) -> None:
     finally:
         mine.kill()
         mine.wait()
+
+
+def test_a_sidecar_that_demands_no_key_is_replaced(isolated_home: Path) -> None:
+    # One an older hydra-rag started answers anyone: its record, without `keyed`, says so.
+    spec = sidecar.SidecarSpec(id="t-old", role="embed",
+                               model_path=str(isolated_home / "data" / "models" /
+                                              "minilm-l6.q8_0.gguf"),
+                               port=19092, port_range=(19080, 19099))
+    old = sidecar.ensure(spec)
+    try:
+        raw = json.loads((isolated_home / "state" / "sidecars" / "t-old.json").read_text())
+        del raw["keyed"]
+        (isolated_home / "state" / "sidecars" / "t-old.json").write_text(json.dumps(raw))
+        new = sidecar.ensure(spec)
+        assert new.pid != old.pid and new.keyed and sidecar.health(new.port, "t-old")
+        assert not sidecar.pid_is_sidecar(old.pid, "t-old")
+    finally:
+        sidecar.stop("t-old")
