@@ -35,17 +35,21 @@ def free_port() -> int:
 
 
 def start(model: Path, threads: int) -> tuple[str, subprocess.Popen[bytes]]:
+    from hydra_rag.models import sidecar_key
+
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "hydra_rag.models.sidecar_server", "--model", str(model), "--alias",
          "pool", "--role", "embed", "--port", str(port), "--idle", "0", "--threads",
-         str(threads), "--n-ctx", "512", "--n-batch", "512"],
+         str(threads), "--n-ctx", "512", "--n-batch", "512",
+         "--key-file", str(sidecar_key.ensure_key())],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120
     while True:
         try:
-            with urllib.request.urlopen(f"{url}/models", timeout=2):
+            req = urllib.request.Request(f"{url}/models", headers=sidecar_key.headers())
+            with urllib.request.urlopen(req, timeout=2):
                 return url, proc
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -75,6 +79,7 @@ def main() -> None:
     from hydra_rag.catalog import get_embedder
     from hydra_rag.config import load_settings
     from hydra_rag.models.embed import EmbedClient, Tokenizer
+    from hydra_rag.models.sidecar_key import SidecarKey
 
     emb = get_embedder("minilm-l6")
     model = emb.model_path()
@@ -91,7 +96,7 @@ def main() -> None:
         started = [start(model, threads) for _ in range(servers)]
         urls = [u for u, _ in started]
         try:
-            client = EmbedClient(emb, urls[0], emb.id, batch, tok,
+            client = EmbedClient(emb, urls[0], emb.id, batch, tok, auth=SidecarKey("pool"),
                                  more_urls=tuple(urls[1:]) if pool else ())
             client.embed_documents(docs[:batch])  # warm every server once
             if client.pool is not None:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from hydra_rag.catalog import CHAT_PORTS, ChatModel
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError, SidecarCrash, SidecarError
-from hydra_rag.models.endpoint import REFUSED, KeyEnv
+from hydra_rag.models.endpoint import REFUSED, Auth, KeyEnv
 from hydra_rag.models.sidecar import (
     SidecarSpec,
     crash_of,
@@ -25,6 +25,7 @@ from hydra_rag.models.sidecar import (
     pid_is_sidecar,
     read_record,
 )
+from hydra_rag.models.sidecar_key import SidecarKey
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class ChatTarget:
     base_url: str  # up to and including /v1
     model_name: str
     log: str = ""  # the sidecar's log, quoted when it fails
-    auth: KeyEnv | None = None  # a `url:` endpoint's key
+    auth: Auth | None = None  # a `url:` endpoint's key, or our sidecars'
     more: tuple[str, ...] = ()  # other servers of the model (`urls:`), tried when one fails
 
     def describe(self) -> str:
@@ -83,7 +84,7 @@ def connect_chat(model: ChatModel, settings: Settings) -> ChatTarget:
     if not path.is_file():
         raise HydraError(f"model {model.id!r} is not installed — run `hydra-rag models pull {model.id}`")
     rec = ensure(sidecar_spec(model, settings), timeout=settings.sidecar_start_timeout)
-    return ChatTarget(f"{rec.url}/v1", rec.id, rec.log)
+    return ChatTarget(f"{rec.url}/v1", rec.id, rec.log, SidecarKey(f"chat sidecar {rec.id!r}"))
 
 
 def stream_chat(target: ChatTarget, messages: list[dict[str, str]], params: dict[str, Any],
@@ -138,6 +139,8 @@ def _stream_one(target: ChatTarget, messages: list[dict[str, str]], params: dict
     headers = {"Content-Type": "application/json",
                **(target.auth.headers() if target.auth else {})}
     try:
+        if isinstance(target.auth, SidecarKey):
+            target.auth.reach(target.base_url)
         conn.request("POST", parts_url.path + "/chat/completions", body=body, headers=headers)
         resp = conn.getresponse()
         if resp.status in REFUSED and target.auth is not None:

@@ -17,10 +17,11 @@ import numpy as np
 from hydra_rag.catalog import EMBED_PORTS, Embedder
 from hydra_rag.config import Settings
 from hydra_rag.errors import EmbedError
-from hydra_rag.models.endpoint import JsonEndpoint, KeyEnv
+from hydra_rag.models.endpoint import Auth, JsonEndpoint, KeyEnv
 from hydra_rag.models.gguf import metadata_value
 from hydra_rag.models.pool import Pool
 from hydra_rag.models.sidecar import SidecarSpec, ensure, read_record, restarter
+from hydra_rag.models.sidecar_key import SidecarKey
 
 _QUIET: list[object] = []
 
@@ -91,7 +92,7 @@ class EmbedClient:
     tokenizer: Tokenizer | None = None
     sidecar_id: str | None = None
     restart: Callable[[], str] | None = None  # brings a crashed sidecar back (its new URL)
-    auth: KeyEnv | None = None  # a remote endpoint's key
+    auth: Auth | None = None  # a remote endpoint's key, or our sidecars'
     more_urls: tuple[str, ...] = ()  # other servers of the same model: a pool (hydra_rag.models.pool)
 
     @property
@@ -205,7 +206,7 @@ def connect(
     emb: Embedder, settings: Settings, progress: Callable[[str], None] | None = None
 ) -> EmbedClient:
     """An embedding client: a remote URL if configured, else the embedder's local sidecar."""
-    auth = None
+    auth: KeyEnv | None = None
     if settings.embedder_url:
         # Not the entry's api_key_env: that key belongs to the entry's own url, another host.
         auth = KeyEnv("embedder_url", settings.embedder_api_key_env, "embedder_api_key_env "
@@ -227,4 +228,5 @@ def connect(
         progress(f"starting embedder sidecar {emb.id}")
     rec = ensure(spec, timeout=settings.sidecar_start_timeout)
     return EmbedClient(emb, rec.url, emb.id, settings.embed_batch, tokenizer, sidecar_id=emb.id,
-                       restart=restarter(spec, settings.sidecar_start_timeout))
+                       restart=restarter(spec, settings.sidecar_start_timeout),
+                       auth=SidecarKey(f"embedder sidecar {emb.id!r}"))

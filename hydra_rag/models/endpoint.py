@@ -1,6 +1,7 @@
 """One client for the JSON routes of an OpenAI-compatible /v1 API (a sidecar's or a remote
 one): the embedder and the reranker both talk through it. A remote endpoint's bearer token
-comes from the environment variable its entry names (`KeyEnv`)."""
+comes from the environment variable its entry names (`KeyEnv`); a sidecar's is this user's
+sidecar key (`SidecarKey`), which goes to sidecars only."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit
 
 from hydra_rag.errors import ConfigError, HydraError, SidecarCrash, SidecarError
 from hydra_rag.models.sidecar import crash_of, log_tail, read_record
+from hydra_rag.models.sidecar_key import SidecarKey
 
 if TYPE_CHECKING:
     from hydra_rag.catalog import ChatModel, Embedder, Reranker
@@ -70,6 +72,9 @@ class KeyEnv:
         return text.replace(key, f"${self.var}") if key else text
 
 
+Auth = KeyEnv | SidecarKey  # a remote endpoint's key, or our sidecars' key
+
+
 @dataclass
 class JsonEndpoint:
     """JSON POSTs to the /v1 API at `base_url` (a sidecar's, or a remote one) over one kept-alive
@@ -77,15 +82,16 @@ class JsonEndpoint:
     `restart` (when given) brings the sidecar back and returns its URL, and the request is sent
     once more there: an index run survives a sidecar that crashed or was stopped under it.
     Errors are raised as `error`, name the endpoint as `name` (default: the URL) and end with
-    the sidecar's log tail. A remote endpoint is given its `auth`: a missing key is an error
-    before anything is sent, a refused one (401, 403) an error of its own."""
+    the sidecar's log tail. Each request carries its `auth` (a remote endpoint's key, or our
+    sidecars'): a missing key is an error before anything is sent, a refused one (401, 403) an
+    error of its own."""
 
     base_url: str
     sidecar_id: str | None = None
     name: str = ""
     error: type[HydraError] = SidecarError
     restart: Callable[[], str] | None = None
-    auth: KeyEnv | None = None
+    auth: Auth | None = None
 
     @cached_property
     def _conn(self) -> http.client.HTTPConnection:
@@ -122,6 +128,8 @@ class JsonEndpoint:
                    **(self.auth.headers() if self.auth else {})}
         for attempt in (1, 2, 3):
             try:
+                if isinstance(self.auth, SidecarKey):
+                    self.auth.reach(self.base_url)
                 self._conn.request("POST", f"{self._v1}/{route}", body=body, headers=headers)
                 resp = self._conn.getresponse()
                 raw = resp.read()

@@ -24,6 +24,7 @@ from typing import Any
 
 from hydra_rag.errors import SidecarCrash, SidecarError
 from hydra_rag.locks import file_lock, write_atomic
+from hydra_rag.models import sidecar_key
 from hydra_rag.paths import dirs
 
 LOG_TAIL_LINES = 15
@@ -59,6 +60,7 @@ class SidecarRecord:
     log: str
     gpu_layers: int = -1  # as asked for
     device: str = ""  # where the model runs, as the sidecar said: "CPU", "GPU CUDA0 (...), ..."
+    keyed: bool = False  # demands the sidecar key (one an older hydra-rag started does not)
 
     @property
     def url(self) -> str:
@@ -106,11 +108,14 @@ def pid_is_sidecar(pid: int, sidecar_id: str) -> bool:
 
 
 def served(port: int, sidecar_id: str, timeout: float = 2.0) -> dict[str, Any] | None:
-    """What GET /v1/models says of the model under our id (None if it does not answer so)."""
+    """What GET /v1/models says of the model under our id (None if it does not answer so, or
+    if what listens on the port is not this user's: it would be sent the key)."""
+    if not sidecar_key.listener_is_mine(port):
+        return None
     try:
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{port}/v1/models", timeout=timeout
-        ) as resp:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models",
+                                     headers=sidecar_key.headers())
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             body = json.loads(resp.read())
         return next((m for m in body.get("data", []) if m.get("id") == sidecar_id), None)
     except (urllib.error.URLError, OSError, ValueError, AttributeError):
@@ -207,7 +212,9 @@ def ensure(spec: SidecarSpec, timeout: float = 120.0) -> SidecarRecord:
         rec = read_record(spec.id)
         if rec is not None:
             alive = pid_is_sidecar(rec.pid, spec.id)
-            same = rec.model_path == spec.model_path and rec.gpu_layers == spec.gpu_layers
+            # One an older hydra-rag started answers anyone: replaced by one that demands the key.
+            same = (rec.model_path == spec.model_path and rec.gpu_layers == spec.gpu_layers
+                    and rec.keyed)
             if alive and same and _answers(rec, timeout):
                 return rec
             if alive:
@@ -301,19 +308,21 @@ def _start(spec: SidecarSpec, timeout: float) -> SidecarRecord:
     log = _log_path(spec.id)
     log.parent.mkdir(parents=True, exist_ok=True)
     _rotate(log)
+    key_file = sidecar_key.ensure_key()  # its path on the command line, never the key
     tried = []
     for port in _candidate_ports(spec):
         if not port_free(port):
             tried.append(port)
             continue
-        cmd = _command(spec, "--port", str(port), "--record", str(_record_path(spec.id)))
+        cmd = _command(spec, "--port", str(port), "--record", str(_record_path(spec.id)),
+                       "--key-file", str(key_file))
         with log.open("w") as logf:
             proc = subprocess.Popen(
                 cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # outlives the command that started it
             )
         rec = SidecarRecord(spec.id, spec.role, spec.model_path, port, proc.pid, time.time(),
-                            str(log), spec.gpu_layers)
+                            str(log), spec.gpu_layers, keyed=True)
         write_atomic(_record_path(spec.id), json.dumps(asdict(rec)))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

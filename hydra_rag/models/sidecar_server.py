@@ -9,6 +9,9 @@ check like the other sidecars.
 Before it serves, a sidecar tests its model (one embedding, one token or one score): a build of
 llama.cpp for instructions this machine does not execute dies right there, by a signal its
 starter reports as a crash. `--self-test` stops after that test and prints what it saw.
+
+It serves only its owner's hydra-rag: every request must carry the key in `--key-file`
+(sidecar_key), come from no web page and name a loopback Host (sidecar_guard).
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from hydra_rag.errors import SidecarError
 from hydra_rag.models.convert_bert import SEGMENT_B_KEY, SEGMENT_B_MARK
+from hydra_rag.models.sidecar_guard import Guard, strip_cors
+from hydra_rag.models.sidecar_key import read_key
 
 
 class RerankRequest(BaseModel):
@@ -155,11 +161,17 @@ def main() -> None:
                     help="layers on the GPU when llama.cpp has a GPU backend; -1 = all, 0 = none")
     ap.add_argument("--chat-format", default="")
     ap.add_argument("--record", default="", help="record file to remove on idle exit")
+    ap.add_argument("--key-file", default="",
+                    help="file holding the key every request must carry (mode 600)")
     ap.add_argument("--self-test", action="store_true",
                     help="load the model, test it, print what was seen as JSON and exit")
     args = ap.parse_args()
-    if not args.self_test and not args.port:
-        ap.error("--port is needed to serve")
+    if not args.self_test and not (args.port and args.key_file):
+        ap.error("--port and --key-file are needed to serve")
+    try:  # read before the model loads: a bad key file fails at once
+        key = read_key(Path(args.key_file)) if not args.self_test else ""
+    except (OSError, SidecarError) as exc:
+        raise SystemExit(f"sidecar key: {exc}") from None
 
     _scrub_environment()
     threads = args.threads or (os.cpu_count() or 1)
@@ -179,7 +191,7 @@ def main() -> None:
     print(f"self-test passed; serving {args.alias} on 127.0.0.1:{args.port} ({info['device']})",
           flush=True)
     _models_at_once(app, args.alias, info)
-    _serve(app, args)
+    _serve(app, args, key)
 
 
 def _scrub_environment() -> None:
@@ -296,8 +308,9 @@ def _models_at_once(app: Any, alias: str, info: dict[str, Any]) -> None:
     app.router.routes.insert(0, app.router.routes.pop())
 
 
-def _serve(app: Any, args: argparse.Namespace) -> None:
-    """Run the app on loopback; exit after `--idle` seconds without a request."""
+def _serve(app: Any, args: argparse.Namespace, key: str) -> None:
+    """Run the app on loopback, behind the guard; exit after `--idle` seconds without a
+    request (one the guard refuses does not count: a stranger cannot keep it alive)."""
     import uvicorn
 
     state = {"last": time.monotonic(), "busy": 0}
@@ -315,7 +328,9 @@ def _serve(app: Any, args: argparse.Namespace) -> None:
                 state["busy"] -= 1
                 state["last"] = time.monotonic()
 
-    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
+    strip_cors(app)
+    config = uvicorn.Config(Guard(app, key, args.port), host="127.0.0.1", port=args.port,
+                            log_level="warning")
     uv = uvicorn.Server(config)
 
     def _watchdog() -> None:

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 from hydra_rag.catalog import RERANK_PORTS, Reranker, get_reranker
 from hydra_rag.config import Settings
 from hydra_rag.errors import ConfigError, ModelError, SidecarError
-from hydra_rag.models.endpoint import JsonEndpoint, KeyEnv
+from hydra_rag.models.endpoint import Auth, JsonEndpoint, KeyEnv
 from hydra_rag.models.sidecar import SidecarSpec, ensure, restarter
+from hydra_rag.models.sidecar_key import SidecarKey
 from hydra_rag.read.chunk import with_context
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class RerankClient:
     base_url: str
     sidecar_id: str | None = None
     restart: Callable[[], str] | None = None  # brings a crashed sidecar back (its new URL)
-    auth: KeyEnv | None = None  # a remote endpoint's key
+    auth: Auth | None = None  # a remote endpoint's key, or our sidecars'
 
     @cached_property
     def _http(self) -> JsonEndpoint:
@@ -101,7 +102,8 @@ def connect_reranker(settings: Settings) -> RerankClient:
     spec = sidecar_spec(rr, settings)
     rec = ensure(spec, timeout=settings.sidecar_start_timeout)
     return RerankClient(rr, rec.url, sidecar_id=rr.id,
-                        restart=restarter(spec, settings.sidecar_start_timeout))
+                        restart=restarter(spec, settings.sidecar_start_timeout),
+                        auth=SidecarKey(f"reranker sidecar {rr.id!r}"))
 
 
 def rerank(client: RerankClient, query: str, hits: Sequence[Hit], top: int) -> list[Hit]:

@@ -1,9 +1,12 @@
 """An embedder served by several servers (`urls:`): three real llama.cpp sidecars of the default
 embedder as the pool; batches spread over them, vectors identical to one server's, and an index
-run that loses one server in the middle completes with nothing lost or stored twice."""
+run that loses one server in the middle completes with nothing lost or stored twice. The
+servers demand a key of their own (`--key-file`), which the entries name as any remote
+endpoint's (`api_key_env`): the sidecar key goes to hydra-rag's own sidecars only."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -33,22 +36,40 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _serve(model: Path, alias: str, role: str, n_ctx: int,
-           count: int) -> list[tuple[str, subprocess.Popen[bytes]]]:
-    """`count` llama.cpp servers of `model` on free loopback ports, answering once started."""
+POOL_KEY = "pool-key-" + "k" * 40
+
+
+@pytest.fixture
+def key_file(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The pool's key, in a file for the servers and in $POOL_KEY for the clients."""
+    path = isolated_home / "pool.key"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, POOL_KEY.encode())
+    os.close(fd)
+    monkeypatch.setenv("POOL_KEY", POOL_KEY)
+    return path
+
+
+def _serve(model: Path, alias: str, role: str, n_ctx: int, count: int,
+           key_file: Path) -> list[tuple[str, subprocess.Popen[bytes]]]:
+    """`count` llama.cpp servers of `model` on free loopback ports, answering once started,
+    to requests that carry the key in `key_file`."""
     procs = []
     for _ in range(count):
         port = _free_port()
         procs.append((f"http://127.0.0.1:{port}/v1", subprocess.Popen(
             [sys.executable, "-m", "hydra_rag.models.sidecar_server", "--model", str(model),
              "--alias", alias, "--role", role, "--port", str(port), "--idle", "0",
-             "--threads", "1", "--n-ctx", str(n_ctx), "--n-batch", "512"],
+             "--threads", "1", "--n-ctx", str(n_ctx), "--n-batch", "512",
+             "--key-file", str(key_file)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
     deadline = time.monotonic() + 120
     for url, proc in procs:
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2):
+                req = urllib.request.Request(f"{url}/models",
+                                             headers={"Authorization": f"Bearer {POOL_KEY}"})
+                with urllib.request.urlopen(req, timeout=2):
                     break
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline
@@ -57,14 +78,15 @@ def _serve(model: Path, alias: str, role: str, n_ctx: int,
 
 
 @pytest.fixture
-def servers(isolated_home: Path) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+def servers(isolated_home: Path,
+            key_file: Path) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
     """Three embedder servers of minilm-l6, and a catalog entry `minilm-pool` listing them."""
     model = isolated_home / "data" / "models" / "minilm-l6.q8_0.gguf"
-    procs = _serve(model, "minilm-pool", "embed", 512, 3)
+    procs = _serve(model, "minilm-pool", "embed", 512, 3, key_file)
     (isolated_home / "config").mkdir(exist_ok=True)
     (isolated_home / "config" / "catalog.yaml").write_text(yaml.safe_dump({"embedders": [{
         "id": "minilm-pool", "dims": 384, "file": "minilm-l6.q8_0.gguf",  # its tokenizer
-        "urls": [url for url, _ in procs], "languages": ["en"]}]}))
+        "urls": [url for url, _ in procs], "api_key_env": "POOL_KEY", "languages": ["en"]}]}))
     yield procs
     for _, proc in procs:
         proc.kill()
@@ -83,6 +105,7 @@ def test_batches_spread_over_the_pool_and_vectors_match(servers: list[Any],
     assert sum(s.batches for s in pooled.pool.stats) == 30 and not any(
         s.failures for s in pooled.pool.stats)
     monkeypatch.setenv("HYDRA_RAG_EMBEDDER_URL", servers[0][0])  # one server of the three
+    monkeypatch.setenv("HYDRA_RAG_EMBEDDER_API_KEY_ENV", "POOL_KEY")
     single = connect(get_embedder("minilm-pool"), load_settings())
     assert single.pool is None
     assert np.abs(single.embed_documents(texts) - vecs).max() < 1e-5
@@ -118,17 +141,18 @@ def test_an_index_run_survives_a_server_that_dies(servers: list[Any], tmp_path: 
     assert hits and hits[0].path == "notes/n12.md"
 
 
-def test_a_chat_model_on_two_servers_survives_one(isolated_home: Path) -> None:
+def test_a_chat_model_on_two_servers_survives_one(isolated_home: Path, key_file: Path) -> None:
     from hydra_rag.catalog import get_model
     from hydra_rag.errors import SidecarError
     from hydra_rag.models.chat import connect_chat, stream_chat
 
     model = isolated_home / "data" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    procs = _serve(model, "smol-pool", "chat", 1024, 2)
+    procs = _serve(model, "smol-pool", "chat", 1024, 2, key_file)
     try:
         (isolated_home / "config").mkdir(exist_ok=True)
         (isolated_home / "config" / "catalog.yaml").write_text(yaml.safe_dump({"models": [{
-            "id": "smol-pool", "urls": [url for url, _ in procs], "context": 1024}]}))
+            "id": "smol-pool", "urls": [url for url, _ in procs], "context": 1024,
+            "api_key_env": "POOL_KEY"}]}))
         target = connect_chat(get_model("smol-pool"), load_settings())
         assert [t.base_url for t in target.servers()][0] != [
             t.base_url for t in target.servers()][0]  # turns take the servers in turn

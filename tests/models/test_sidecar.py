@@ -14,10 +14,11 @@ import pytest
 
 from hydra_rag.catalog import get_embedder
 from hydra_rag.config import load_settings
-from hydra_rag.errors import SidecarError
-from hydra_rag.models import sidecar
+from hydra_rag.errors import ConfigError, SidecarError
+from hydra_rag.models import sidecar, sidecar_key
 from hydra_rag.models.embed import connect
 from hydra_rag.models.endpoint import JsonEndpoint
+from hydra_rag.models.sidecar_key import SidecarKey
 
 
 def _spec(model: Path, sid: str, port: int, idle: float = 900.0) -> sidecar.SidecarSpec:
@@ -147,10 +148,16 @@ def test_client_batches_normalises_and_guards_length(isolated_home: Path) -> Non
 
 def test_url_endpoint_instead_of_a_sidecar(isolated_home: Path, monkeypatch: pytest.MonkeyPatch,
                                            model: Path) -> None:
-    # Any OpenAI-compatible endpoint can stand in: here a sidecar started separately.
+    # Any OpenAI-compatible endpoint can stand in: here a sidecar started separately, whose
+    # key the user hands over as a remote endpoint's (the sidecar key goes to sidecars only).
     rec = sidecar.ensure(_spec(model, "minilm-l6", 19097))
     try:
         monkeypatch.setenv("HYDRA_RAG_EMBEDDER_URL", f"{rec.url}/v1")
+        unkeyed = connect(get_embedder("minilm-l6"), load_settings())
+        with pytest.raises(ConfigError, match=r"needs a key \(HTTP 401\)"):
+            unkeyed.embed_query("hello")
+        monkeypatch.setenv("HYDRA_RAG_EMBEDDER_API_KEY_ENV", "MY_SIDECAR_KEY")
+        monkeypatch.setenv("MY_SIDECAR_KEY", sidecar_key.key())
         client = connect(get_embedder("minilm-l6"), load_settings())
         assert client.base_url == f"{rec.url}/v1" and client.sidecar_id is None
         assert client.embed_query("hello").shape == (384,)
@@ -169,7 +176,7 @@ def test_a_busy_sidecar_answers_its_health_check_and_is_kept(model: Path) -> Non
     spec = _spec(model, "t-busy", 19098)
     rec = sidecar.ensure(spec)
     try:
-        endpoint = JsonEndpoint(rec.url, "t-busy")
+        endpoint = JsonEndpoint(rec.url, "t-busy", auth=SidecarKey("t-busy"))
         texts = [f"paragraph {i}: " + "a long sentence about sidecars and health " * 55
                  for i in range(64)]
         done: dict[str, object] = {}
@@ -236,7 +243,8 @@ def test_other_requests_do_not_cut_a_streaming_answer_short(home: Path) -> None:
     def tokenize() -> None:  # waits for the model, as any real request does
         req = urllib.request.Request(f"{rec.url}/extras/tokenize", method="POST",
                                      data=json.dumps({"input": "hello"}).encode(),
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              **sidecar_key.headers()})
         with urllib.request.urlopen(req, timeout=120) as resp:
             resp.read()
 
