@@ -46,6 +46,15 @@ def stored_token() -> str:
         return _read_token(path)
     except FileNotFoundError:
         pass
+    try:
+        _make_token(path)
+    except OSError as exc:
+        raise HydraError(f"cannot write the token file {path} ({exc.strerror or exc}) — give "
+                         "--token, or make its folder writable") from None
+    return _read_token(path)
+
+
+def _make_token(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole under a private name with mode 600 from the start, then linked into
     # place: a second server starting at the same moment reads one token or the other,
@@ -63,14 +72,19 @@ def stored_token() -> str:
             pass  # another server made it first: use that one
     finally:
         tmp.unlink(missing_ok=True)
-    return _read_token(path)
 
 
 def _read_token(path: Path) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # FileNotFoundError: make it
+    fix = f"remove it (`rm {path}`) and start serve again for a new one"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise  # none yet: make it
+    except OSError as exc:  # a link (O_NOFOLLOW), no permission…
+        raise HydraError(f"cannot read the token file {path} ({exc.strerror or exc}) — "
+                         f"{fix}") from None
     with os.fdopen(fd, encoding="ascii", errors="replace") as f:
         info = os.fstat(f.fileno())
-        fix = f"remove it (`rm {path}`) and start serve again for a new one"
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
             raise HydraError(f"the token file {path} is not a file of yours — {fix}")
         if info.st_mode & 0o077:
@@ -79,8 +93,7 @@ def _read_token(path: Path) -> str:
                              f"{stat.S_IMODE(info.st_mode):o}) — {fix}")
         token = f.read().strip()
     if len(token) < 16 or not token.isprintable() or " " in token:
-        raise HydraError(f"the token file {path} is damaged — remove it (`rm {path}`) and "
-                         "start serve again for a new one")
+        raise HydraError(f"the token file {path} is damaged — {fix}")
     return token
 
 
