@@ -32,32 +32,47 @@ def mcp(path: _PATH = None, all_: _ALL = False, tag: _TAG = None) -> None:
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on (default loopback; "
-                                      "any other needs --token).")] = "127.0.0.1",
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (default loopback).")
+                    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8765,
     token: Annotated[str | None, typer.Option(
         "--token", help="Secret every request must send as Authorization: Bearer TOKEN "
-        "(default: HYDRA_RAG_SERVE_TOKEN).", envvar="HYDRA_RAG_SERVE_TOKEN")] = None,
+        "(default: HYDRA_RAG_SERVE_TOKEN, else one kept in the state folder).",
+        envvar="HYDRA_RAG_SERVE_TOKEN")] = None,
+    no_token: Annotated[bool, typer.Option(
+        "--no-token", help="Ask no token (loopback only): every local account can then read "
+        "the served folders.")] = False,
+    print_token: Annotated[bool, typer.Option(
+        "--print-token", help="Print the token serve would require, and exit.")] = False,
     path: _PATH = None,
     all_: _ALL = False,
     tag: _TAG = None,
 ) -> None:
     """Serve MCP at /mcp, the OpenAI API at /v1, /api/search and the web chat at / over HTTP."""
     from hydra_rag.cli.base import say
-    from hydra_rag.serve.app import is_loopback, listen, run
+    from hydra_rag.serve.app import listen, run
+    from hydra_rag.serve.auth import choose_token, login_url
     from hydra_rag.serve.scope import Scope
 
-    if not is_loopback(host) and not token:
-        from hydra_rag.errors import UsageError
+    chosen = choose_token(token, no_token, host)
+    if print_token:
+        if chosen is None:
+            from hydra_rag.errors import UsageError
 
-        raise UsageError(f"--host {host} opens the server to the network: give --token (a "
-                         "secret clients send as Authorization: Bearer TOKEN)")
+            raise UsageError("--no-token asks no token: there is none to print")
+        print(chosen)
+        return
     sock = listen(host, port)  # a busy port is one line, before the banner
     try:
         scope = Scope(path, all_, tag)
         shown = f"[{host}]" if ":" in host else host
         say(f"serving {len(scope.roots)} folder(s) on http://{shown}:{port}/ — MCP at /mcp, "
-            f"OpenAI API at /v1" + (" (token required)" if token else ""))
-        run(scope, host, port, token, sock)
+            f"OpenAI API at /v1" + ("" if chosen else " (no token: open to every local account)"))
+        if chosen:
+            # The login URL sets a cookie and leaves the address bar at once; scripts and
+            # clients take the token from `serve --print-token`.
+            say(f"open {login_url(host, port, chosen)} — clients send Authorization: Bearer "
+                "$(hydra-rag serve --print-token)")
+        run(scope, host, port, chosen, sock)
     finally:
         sock.close()

@@ -1,10 +1,11 @@
 """`hydra-rag serve`: one Starlette app on uvicorn — MCP over streamable HTTP at /mcp, the
 OpenAI-compatible /v1, /api for the web page and scripts, and the web chat at /.
 
-Safe by default: loopback unless told otherwise (any other host needs a token); every route
-checks Host and Origin (no DNS rebinding from a web page), and the token when there is one;
-request bodies are bounded; chat turns wait their turn per model, in arrival order; a client
-that disconnects stops its generation.
+Safe by default (serve/auth.py): loopback unless told otherwise, and a token on every data
+route (the stored one unless another is given; turned off on loopback only); every route
+checks Host and Origin (no DNS rebinding from a web page); request bodies are bounded;
+listings show only what belongs to the served folders; chat turns wait their turn per model,
+in arrival order; a client that disconnects stops its generation.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hmac
-import ipaddress
 import json
 import socket
 import threading
@@ -27,17 +26,11 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp, Message, Receive, Send
-from starlette.types import Scope as AsgiScope
 
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.serve import openai
+from hydra_rag.serve.auth import Guard, allowed_hosts, is_loopback, login
 from hydra_rag.serve.scope import Scope
-
-MAX_BODY = 1 << 20  # bytes of a request body
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
 
 
 def _retrieved(job: asyncio.Future[Any]) -> None:
@@ -46,114 +39,6 @@ def _retrieved(job: asyncio.Future[Any]) -> None:
     as a "Task exception was never retrieved", with a traceback."""
     if not job.cancelled():
         job.exception()
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def allowed_hosts(host: str, port: int) -> set[str] | None:
-    """Host header values this server answers to: its own names, with and without the port.
-    None on a wildcard address (0.0.0.0, ::): clients name the machine as they reached it,
-    and the token, which a rebinding page does not have, keeps strangers out."""
-    try:
-        if ipaddress.ip_address(host.strip("[]")).is_unspecified:
-            return None
-    except ValueError:
-        pass
-    names = {host, *LOOPBACK} if is_loopback(host) else {host}
-    out = set()
-    for name in names:
-        shown = f"[{name}]" if ":" in name else name
-        out |= {shown, f"{shown}:{port}"}
-    return out
-
-
-class Guard:
-    """Host, Origin and token checks and a body limit, before any route (MCP included)."""
-
-    def __init__(self, app: ASGIApp, hosts: set[str] | None, token: str | None) -> None:
-        self.app, self.hosts, self.token = app, hosts, token
-
-    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        problem = self._problem(scope, headers)
-        if problem:
-            status, message = problem
-            await JSONResponse({"error": {"message": message, "type": "forbidden"}},
-                               status_code=status)(scope, receive, send)
-            return
-        if int(headers.get("content-length") or 0) > MAX_BODY:
-            await _too_large(scope, receive, send)
-            return
-        # Read whole before any route (MCP's too), so that none meets an oversize body midway.
-        body, after = await _read_body(receive)
-        if body is None:
-            await _too_large(scope, receive, send)
-            return
-        await self.app(scope, _replay(body, after, receive), send)
-
-    def _problem(self, scope: AsgiScope, headers: dict[str, str]) -> tuple[int, str] | None:
-        host = headers.get("host", "")
-        if self.hosts is not None and host not in self.hosts:
-            return 421, f"unknown Host {host!r}: this server answers to {sorted(self.hosts)[0]}"
-        origin = headers.get("origin")
-        # "null" is a sandboxed frame or a data: page of any site: foreign like the site.
-        if origin:
-            netloc = origin.split("://", 1)[-1].rstrip("/")
-            if netloc != host and (self.hosts is None or netloc not in self.hosts):
-                return 403, f"requests from the web page at {origin} are refused"
-        if self.token is not None and not _public(scope["path"]):
-            # The scheme's name is case-insensitive (RFC 9110: `bearer` is `Bearer`).
-            scheme, _, given = headers.get("authorization", "").strip().partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    given.strip().encode(), self.token.encode()):
-                return 401, "missing or wrong token: send Authorization: Bearer <token>"
-        return None
-
-
-def _public(path: str) -> bool:
-    """The page itself (not its data) loads without the token; it asks for it."""
-    return path in ("/", "/favicon.ico")
-
-
-async def _read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:
-    """The request's body (None past MAX_BODY, sent without Content-Length) and any message
-    that came after it (a disconnect)."""
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(parts), [message]
-        parts.append(message.get("body", b""))
-        size += len(parts[-1])
-        if size > MAX_BODY:
-            return None, []
-        if not message.get("more_body", False):
-            return b"".join(parts), []
-
-
-def _replay(body: bytes, after: list[Message], receive: Receive) -> Receive:
-    """`receive` for the app: the body read, then what follows it."""
-    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}, *after]
-
-    async def replayed() -> Message:
-        return pending.pop(0) if pending else await receive()
-
-    return replayed
-
-
-async def _too_large(scope: AsgiScope, receive: Receive, send: Send) -> None:
-    await JSONResponse({"error": {"message": f"the body is over {MAX_BODY} bytes",
-                                  "type": "too_large"}}, status_code=413)(scope, receive, send)
 
 
 def _error(exc: Exception) -> JSONResponse:
@@ -316,17 +201,19 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
                 yield event
 
     async def sessions(request: Request) -> Response:
-        from hydra_rag.answer import sessions as saved
-
         name = request.query_params.get("name")
         if name:
-            doc = await asyncio.to_thread(saved.load, name)
-            if doc is None:
-                raise UsageError(f"no session {name!r}")
+            doc = await asyncio.to_thread(scope.session, name)
+            if doc is None:  # none, or one of folders this server does not serve: the same
+                return JSONResponse({"error": {"message": f"no session {name!r} here",
+                                               "type": "not_found"}}, status_code=404)
             return JSONResponse(doc)
-        return JSONResponse({"sessions": await asyncio.to_thread(saved.all_sessions)})
+        return JSONResponse({"sessions": await asyncio.to_thread(scope.sessions)})
 
     async def page(request: Request) -> Response:
+        redirect = login(request, token, port)
+        if redirect is not None:
+            return redirect
         html = resources.files("hydra_rag.serve").joinpath("web/index.html").read_text("utf-8")
         return HTMLResponse(html, headers={"Content-Security-Policy": (
             "default-src 'self'; script-src 'self' 'unsafe-inline'; "
@@ -355,7 +242,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
         Mount("", app=mcp_app),  # last: its one route is /mcp (no redirect to /mcp/)
     ]
     return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(Guard, hosts=hosts, token=token)])
+                     middleware=[Middleware(Guard, hosts=hosts, token=token, port=port)])
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -384,8 +271,8 @@ def listen(host: str, port: int) -> socket.socket:
 
 def run(scope: Scope, host: str, port: int, token: str | None,
         sock: socket.socket | None = None) -> None:
-    """Serve until interrupted, on `sock` if given (from `listen(host, port)`). A host other
-    than loopback needs a token."""
+    """Serve until interrupted, on `sock` if given (from `listen(host, port)`); `token` None:
+    none asked for (loopback only, see auth.choose_token)."""
     import uvicorn
 
     if not is_loopback(host) and not token:

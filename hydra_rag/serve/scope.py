@@ -233,6 +233,31 @@ class Scope:
             out.append({**doc, "name": self.names[str(root)]})
         return out
 
+    # -- saved sessions --------------------------------------------------------------------
+
+    def owns(self, stores: Any) -> bool:
+        """Whether a session's folders are all this scope's (or inside them). A session of no
+        folder, or of one not served here, is another server's business: it may hold
+        another project's questions and passages."""
+        if not isinstance(stores, list) or not stores:
+            return False
+        return all(isinstance(s, str) and any(Path(s) == r or Path(s).is_relative_to(r)
+                                              for r in self.roots) for s in stores)
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """The saved chat sessions over this scope's folders (`hydra-rag sessions` lists all)."""
+        from hydra_rag.answer import sessions
+
+        return [s for s in sessions.all_sessions() if self.owns(s.get("stores"))]
+
+    def session(self, name: str) -> dict[str, Any] | None:
+        """A saved session over this scope's folders; None if there is none such (one of
+        other folders is not told apart from one that does not exist)."""
+        from hydra_rag.answer import sessions
+
+        doc = sessions.load(name)
+        return doc if doc is not None and self.owns(doc.get("stores")) else None
+
     def close(self) -> None:
         while not self._idle.empty():
             self._idle.get().close()

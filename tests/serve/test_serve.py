@@ -1,8 +1,10 @@
 """`hydra-rag serve` from the outside: the real server in a subprocess over real indexes, real
 sidecars and the real SmolLM2, reached through the clients people use — the official `openai`
 package, the MCP SDK's Client over streamable HTTP, plain HTTP — and the refusals that make it
-safe by default: a foreign Origin or Host, a missing token, paths out of the folders, oversize
-and malformed bodies; concurrent clients; a client that goes away in the middle of a stream."""
+safe by default: a token unless turned off (the one serve keeps, read from the login URL it
+prints, as a user copies it), a foreign Origin or Host, paths out of the folders, sessions of
+other folders, oversize and malformed bodies; concurrent clients; a client that goes away in
+the middle of a stream."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import anyio
 import pytest
@@ -53,6 +55,11 @@ class Server:
     proc: subprocess.Popen[str]
     port: int
     log: Path
+    token: str | None = None  # from the login URL serve printed; None: it printed none
+
+    @property
+    def bearer(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     @property
     def url(self) -> str:
@@ -77,11 +84,18 @@ def _start(home: Path, *args: str) -> Server:
             raise AssertionError(f"serve exited with {proc.returncode}:\n{server.output()}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
+                server.token = _login_token(server.output())
                 return server
         except OSError:
             time.sleep(0.2)
     _stop(server)
     raise AssertionError(f"serve did not listen within 120 s:\n{server.output()}")
+
+
+def _login_token(output: str) -> str | None:
+    """The token of the login URL in serve's banner (`open http://…/?token=T — …`)."""
+    found = re.search(r"^open (http://\S+) ", output, re.M)
+    return parse_qs(urlsplit(found.group(1)).query)["token"][0] if found else None
 
 
 def _stop(server: Server) -> None:
@@ -94,12 +108,14 @@ def _stop(server: Server) -> None:
 
 
 def _request(server: Server, method: str, path: str, body: bytes | str | None = None,
-             headers: dict[str, str] | None = None, timeout: float = 600
+             headers: dict[str, str] | None = None, timeout: float = 600, auth: bool = True
              ) -> tuple[int, bytes]:
-    """(status, body) of one plain HTTP request; `headers` may set Host and Origin."""
+    """(status, body) of one plain HTTP request; `headers` may set Host and Origin; with
+    `auth`, the server's token too, unless `headers` send an Authorization of their own."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
     try:
-        conn.request(method, path, body=body, headers=headers or {})
+        conn.request(method, path, body=body,
+                     headers={**(server.bearer if auth else {}), **(headers or {})})
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -107,17 +123,19 @@ def _request(server: Server, method: str, path: str, body: bytes | str | None = 
 
 
 def _json(server: Server, method: str, path: str, body: Any = None,
-          headers: dict[str, str] | None = None) -> tuple[int, Any]:
+          headers: dict[str, str] | None = None, auth: bool = True) -> tuple[int, Any]:
     raw = None if body is None else body if isinstance(body, str) else json.dumps(body)
     status, data = _request(server, method, path, raw,
-                            {"Content-Type": "application/json", **(headers or {})})
+                            {"Content-Type": "application/json", **(headers or {})}, auth=auth)
     return status, json.loads(data) if data else None
 
 
-def _openai(server: Server, api_key: str = "anything") -> Any:
+def _openai(server: Server, api_key: str | None = None) -> Any:
+    """The official client, with the server's token as its key (as the README configures it)."""
     from openai import OpenAI
 
-    return OpenAI(base_url=f"{server.url}/v1", api_key=api_key, timeout=600, max_retries=0)
+    return OpenAI(base_url=f"{server.url}/v1", api_key=api_key or server.token or "none",
+                  timeout=600, max_retries=0)
 
 
 def _chat_log(home: Path) -> Path:
@@ -343,9 +361,13 @@ def test_history_comes_from_the_messages(server: Server) -> None:
 
 def test_mcp_over_http(server: Server) -> None:
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     async def main(url: str) -> tuple[Any, Any, Any]:
-        async with Client(url, read_timeout_seconds=300) as client:
+        http = create_mcp_http_client(headers=server.bearer)
+        async with http, Client(streamable_http_client(url, http_client=http),
+                                read_timeout_seconds=300) as client:
             tools = await client.list_tools()
             found = await client.call_tool("search", {"query": "invalid api key", "k": 3})
             lines = await client.call_tool("get", {"path": "src/auth.py", "line_start": 6,
@@ -530,7 +552,8 @@ def _post_big(server: Server, path: str, size: int, chunked: bool) -> bytes:
     body = b'{"messages":"' + b"a" * size + b'"}'
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=120)
     head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in server.bearer.items())
+            + "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
             + ("Transfer-Encoding: chunked\r\n\r\n" if chunked
                else f"Content-Length: {len(body)}\r\n\r\n"))
     try:
@@ -630,7 +653,7 @@ def test_token(served_home: Path, folders: dict[str, Path]) -> None:
             for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "T0ken"},
                          {"Authorization": "Bearer T0ken2"}, {"Authorization": "Basic T0ken"}):
                 status, raw = _request(srv, method, path, body,
-                                       {"Content-Type": "application/json", **auth})
+                                       {"Content-Type": "application/json", **auth}, auth=False)
                 assert status == 401, (path, auth, status)
                 assert json.loads(raw)["error"]["message"] == (
                     "missing or wrong token: send Authorization: Bearer <token>")
@@ -662,16 +685,149 @@ def test_token(served_home: Path, folders: dict[str, Path]) -> None:
         _stop(srv)
 
 
-def test_the_network_needs_a_token(served_home: Path, folders: dict[str, Path]) -> None:
+def test_a_token_by_default(server: Server, served_home: Path) -> None:
+    """127.0.0.1 is every local account's: without a token of its own choosing, the server
+    asks for the one it keeps in the state folder, private to its owner."""
+    token_file = served_home / "state" / "serve.token"
+    assert server.token and server.token == token_file.read_text().strip()
+    assert len(server.token) >= 40  # secrets.token_urlsafe(32)
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    # The printed URL is the server's own, and `--print-token` gives the same token.
+    assert f"open http://127.0.0.1:{server.port}/?token={server.token} — " in server.output()
+    proc = run_cli("serve", "--print-token", env={"HYDRA_RAG_HOME": str(served_home)})
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, server.token + "\n", "")
+
+    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+    mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    for method, path, body, extra in (("GET", "/api/search?q=tomatoes", None, {}),
+                                      ("GET", "/api/sessions", None, {}),
+                                      ("GET", "/v1/models", None, {}),
+                                      ("POST", "/mcp", initialize, mcp)):
+        for auth in ({}, {"Authorization": "Bearer wrong"},
+                     {"Authorization": f"Bearer {server.token}x"},
+                     {"Cookie": f"hydra-rag-token-{server.port}=wrong"}):
+            status, raw = _request(server, method, path, body, {**extra, **auth}, auth=False)
+            assert status == 401, (path, auth, status)
+            assert json.loads(raw)["error"]["message"] == (
+                "missing or wrong token: send Authorization: Bearer <token>")
+        status, raw = _request(server, method, path, body, extra)
+        assert status == 200, (path, status, raw[:300])
+    # The official MCP client, configured with the token as the README says.
+    assert _mcp_tools(server, server.bearer) == TOOLS
+    from openai import AuthenticationError
+
+    with pytest.raises(AuthenticationError):
+        _openai(server, api_key="unused").models.list()
+
+
+def test_the_printed_url_logs_a_browser_in(server: Server) -> None:
+    """`/?token=T` sets a cookie and sends the browser back to the page without the token,
+    which the cookie carries from then on."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        conn.request("GET", f"/?token={server.token}&max_tokens=40")
+        resp = conn.getresponse()
+        resp.read()
+    finally:
+        conn.close()
+    assert resp.status == 303
+    assert resp.getheader("Location") == "/?max_tokens=40"
+    cookie = resp.getheader("Set-Cookie") or ""
+    name = f"hydra-rag-token-{server.port}"
+    assert cookie.startswith(f"{name}={server.token};"), cookie
+    attributes = {a.strip().lower() for a in cookie.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/"} <= attributes, cookie
+    jar = {"Cookie": f"{name}={server.token}"}
+    status, doc = _json(server, "GET", "/api/stores", headers=jar, auth=False)
+    assert status == 200 and [s["name"] for s in doc["stores"]] == ["garden", "desert"]
+    # The page's own requests only: another port of 127.0.0.1 is the same *site*, whose
+    # requests SameSite=Strict lets the cookie ride along with.
+    for site, expected in (("same-origin", 200), ("none", 200), ("same-site", 401),
+                           ("cross-site", 401)):
+        status, _ = _json(server, "GET", "/api/stores", headers={**jar, "Sec-Fetch-Site": site},
+                          auth=False)
+        assert status == expected, site
+    # Another server on another port keeps its own cookie.
+    assert _json(server, "GET", "/api/stores", auth=False,
+                 headers={"Cookie": f"hydra-rag-token-1={server.token}"})[0] == 401
+    # A wrong token in the address: no cookie, and the address is cleaned all the same.
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        conn.request("GET", "/?token=wrong")
+        resp = conn.getresponse()
+        resp.read()
+    finally:
+        conn.close()
+    assert (resp.status, resp.getheader("Location"), resp.getheader("Set-Cookie")) == (
+        303, "/", None)
+
+
+def test_no_token_on_loopback_only(served_home: Path, folders: dict[str, Path]) -> None:
+    srv = _start(served_home, "--no-token", "--path", str(folders["garden"]))
+    try:
+        assert srv.token is None
+        assert "(no token: open to every local account)" in srv.output()
+        status, doc = _json(srv, "GET", "/api/search?q=tomatoes&k=1")
+        assert status == 200 and doc["results"][0]["path"] == "docs/gardening.md"
+    finally:
+        _stop(srv)
+    env = {"HYDRA_RAG_HOME": str(served_home)}
     for host in ("0.0.0.0", "192.0.2.1", "::"):
-        proc = run_cli("serve", "--host", host, "--port", str(_free_port()), "--path",
-                       str(folders["garden"]), env={"HYDRA_RAG_HOME": str(served_home)},
-                       timeout=60)
+        proc = run_cli("serve", "--host", host, "--no-token", "--port", str(_free_port()),
+                       "--path", str(folders["garden"]), env=env, timeout=60)
         assert proc.returncode == 2, proc.stderr
-        assert proc.stderr == (f"error: --host {host} opens the server to the network: give "
-                               "--token (a secret clients send as Authorization: Bearer "
-                               "TOKEN)\n")
+        assert proc.stderr == (f"error: --no-token is for loopback only: --host {host} opens "
+                               "the server to the network — drop --no-token\n")
         assert proc.stdout == ""
+    proc = run_cli("serve", "--no-token", "--token", "T", env=env)
+    assert (proc.returncode, proc.stderr) == (2, "error: give --token or --no-token, not both\n")
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    env = {"HYDRA_RAG_HOME": str(tmp_path)}
+    first = run_cli("serve", "--print-token", env=env)
+    assert first.returncode == 0, first.stderr
+    token_file = tmp_path / "state" / "serve.token"
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    assert run_cli("serve", "--print-token", env=env).stdout == first.stdout  # kept
+    token_file.chmod(0o644)
+    proc = run_cli("serve", "--print-token", env=env)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (f"error: the token file {token_file} can be read by other accounts "
+                           f"(mode 644) — remove it (`rm {token_file}`) and start serve again "
+                           "for a new one\n")
+    token_file.unlink()
+    again = run_cli("serve", "--print-token", env=env)
+    assert again.returncode == 0 and again.stdout != first.stdout  # a new one
+
+
+def test_sessions_are_those_of_the_served_folders(server: Server, served_home: Path,
+                                                  folders: dict[str, Path]) -> None:
+    """A saved chat holds another project's questions and passages: a server lists and
+    reads only the sessions whose folders it serves."""
+    saved = served_home / "state" / "sessions"
+    saved.mkdir(parents=True, exist_ok=True)
+    garden, outside = str(folders["garden"]), str(folders["outside"])
+    turn = {"user": "q", "answer": "a", "sources": [], "interrupted": False, "time": ""}
+    for name, stores in (("mine", [garden]), ("theirs", [outside]),
+                         ("mixed", [garden, outside]), ("norag", [])):
+        (saved / f"{name}.json").write_text(json.dumps(
+            {"name": name, "model": "smollm2-135m", "stores": stores, "turns": [turn]}))
+    try:
+        status, doc = _json(server, "GET", "/api/sessions")
+        assert status == 200
+        names = {s["name"] for s in doc["sessions"]}
+        assert "mine" in names and not names & {"theirs", "mixed", "norag"}, names
+        assert _json(server, "GET", "/api/sessions?name=mine")[1]["stores"] == [garden]
+        for name in ("theirs", "mixed", "norag", "nonesuch"):
+            status, doc = _json(server, "GET", f"/api/sessions?name={name}")
+            assert status == 404, (name, doc)
+            assert doc["error"]["message"] == f"no session {name!r} here"
+    finally:
+        for name in ("mine", "theirs", "mixed", "norag"):
+            (saved / f"{name}.json").unlink()
 
 
 # -- several clients at once ----------------------------------------------------------------
@@ -728,7 +884,7 @@ def _stream_events(server: Server, body: dict[str, Any], events: list[tuple[floa
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
     try:
         conn.request("POST", "/v1/chat/completions", json.dumps({**body, "stream": True}),
-                     {"Content-Type": "application/json"})
+                     {"Content-Type": "application/json", **server.bearer})
         resp = conn.getresponse()
         assert resp.status == 200
         for line in resp:
@@ -839,7 +995,7 @@ def test_a_wildcard_host_with_a_token_answers_its_clients(served_home: Path,
                                  {**ok, "Host": host, "Origin": "http://evil.example"})
             assert status == 403
         # Without the token nothing is answered.
-        assert _request(srv, "GET", "/v1/models")[0] == 401
+        assert _request(srv, "GET", "/v1/models", auth=False)[0] == 401
         assert "smollm2-135m" in {m.id for m in _openai(srv, api_key="T0ken").models.list()}
 
         assert _mcp_tools(srv, ok) == TOOLS
@@ -899,6 +1055,7 @@ def test_a_disconnect_stops_an_unstreamed_generation(server: Server, served_home
                        "messages": [{"role": "user", "content": LONG}]}).encode()
     sock = socket.create_connection(("127.0.0.1", server.port))
     sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                 f"Authorization: Bearer {server.token}\r\n"
                  f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
                  .encode() + body)
     deadline = time.monotonic() + 120

@@ -1,7 +1,8 @@
 """The web chat at `/` of `hydra-rag serve`, in a real headless browser: Debian's chromium driven
 by Playwright (`make browser` installs chromium; Playwright's own browser download is not used).
 The page asks through the OpenAI route with streaming, lists the sources, opens the cited lines
-beside the answer, searches, lists and shows past sessions, and asks for the server's token."""
+beside the answer, searches, lists and shows past sessions; it is logged in by the URL serve
+prints (a cookie, the token) or asks for the token."""
 
 from __future__ import annotations
 
@@ -95,8 +96,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serving(folder: Path, log: Path, *args: str) -> Iterator[str]:
-    """`hydra-rag serve --path FOLDER ARGS` in a subprocess; its base URL once it listens."""
+def serving(folder: Path, log: Path, *args: str) -> Iterator[tuple[str, str]]:
+    """`hydra-rag serve --path FOLDER ARGS` in a subprocess; its base URL once it listens, and
+    the URL it printed to log a browser in."""
     port = _free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "serve", "--port", str(port),
@@ -112,7 +114,9 @@ def serving(folder: Path, log: Path, *args: str) -> Iterator[str]:
                 break
             except OSError:
                 time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
+        printed = re.search(r"^open (http://\S+) ", log.read_text(), re.M)
+        assert printed, log.read_text()
+        yield f"http://127.0.0.1:{port}", printed.group(1)
     finally:
         proc.terminate()
         try:
@@ -147,11 +151,16 @@ def test_ask_cite_search_and_sessions(garden: Path, browser: Any, tmp_path: Path
                                     "line_start": HEADING_LINE, "line_end": SUN_LINE}],
                        "interrupted": False, "time": "2026-01-01T00:00:00+0000"}]})
 
-    with serving(garden, tmp_path / "serve.log") as url:
+    with serving(garden, tmp_path / "serve.log") as (url, login):
         page = browser.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{url}/?max_tokens=40")
+        # The URL serve printed logs the browser in: a cookie, and the token leaves the address.
+        token = login.split("?token=", 1)[1]
+        page.goto(f"{login}&max_tokens=40")
+        assert page.url == f"{url}/?max_tokens=40"
+        assert token not in page.evaluate("document.cookie")  # HttpOnly: no script reads it
+        expect(page.locator("#token-form")).to_be_hidden()
         expect(page.locator("#folders input")).to_have_count(1)
         expect(page.locator("#folders input")).to_be_checked()
         expect(page.locator("#folders")).to_have_text(garden.name)
@@ -245,11 +254,17 @@ def test_ask_cite_search_and_sessions(garden: Path, browser: Any, tmp_path: Path
                .locator(".no")).to_have_text(str(SUN_LINE))
         assert errors == []
 
+        # A browser that did not open the printed URL gets the page, not its data.
+        stranger = browser.new_context().new_page()
+        stranger.goto(f"{url}/")
+        expect(stranger.locator("#token-form")).to_be_visible()
+        expect(stranger.locator("#folders input")).to_have_count(0)
+
 
 def test_a_server_with_a_token(garden: Path, browser: Any, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    with serving(garden, tmp_path / "serve.log", "--token", "s3cret") as url:
+    with serving(garden, tmp_path / "serve.log", "--token", "s3cret") as (url, _login):
         page = browser.new_context().new_page()
         page.goto(f"{url}/")  # the page loads without the token; its data does not
         expect(page.locator("#token-form")).to_be_visible()
