@@ -30,7 +30,8 @@ class Cancelled(Exception):
 
 
 def models(scope: Scope) -> dict[str, Any]:
-    """Every chat model and bundle alias of the catalogs, as OpenAI lists models."""
+    """Every chat model of the catalogs and every bundle alias over served folders, as OpenAI
+    lists models."""
     from hydra_rag.catalog import load_catalog
 
     cat = load_catalog()
@@ -38,7 +39,8 @@ def models(scope: Scope) -> dict[str, Any]:
     data = [{"id": m.id, "object": "model", "created": now, "owned_by": "hydra-rag"}
             for m in cat.models.values()]
     data += [{"id": b.id, "object": "model", "created": now, "owned_by": "hydra-rag",
-              "hydra_bundle": True, "base": b.base} for b in cat.bundles.values()]
+              "hydra_bundle": True, "base": b.base} for b in cat.bundles.values()
+             if scope.serves_bundle(b)]
     return {"object": "list", "data": data}
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from hydra_rag import api
 from hydra_rag.api import hit_json
-from hydra_rag.errors import UsageError
+from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import store_names
 
 MODES = {"hybrid": ("vector", "bm25"), "vector": ("vector",), "bm25": ("bm25",)}
@@ -201,6 +201,9 @@ class Scope:
         if is_bundle and name not in bundles:
             raise UsageError(f"no bundle {name!r} (`hydra-rag list`)")
         if name in bundles:
+            if not self.serves_bundle(bundles[name]):
+                raise UsageError(f"bundle {name!r} retrieves from folders this server does not "
+                                 "serve: start serve with them (--path, --tag) or ask a model")
             return api.open_chat(name, top_k=k, new=True, save=False)
         roots = self.narrow(rag) if rag else self.roots
         return api.open_chat(name, rag=roots, top_k=k, new=True, save=False)
@@ -243,6 +246,15 @@ class Scope:
             return False
         return all(isinstance(s, str) and any(Path(s) == r or Path(s).is_relative_to(r)
                                               for r in self.roots) for s in stores)
+
+    def serves_bundle(self, bundle: Any) -> bool:
+        """Whether every folder a bundle retrieves from is served here (a bundle of none, a
+        plain chat, is); a bundle over other folders is not this server's to offer."""
+        try:
+            roots = api.bundle_roots(bundle)
+        except HydraError:
+            return False
+        return roots is None or self.owns([str(r) for r in roots])
 
     def sessions(self) -> list[dict[str, Any]]:
         """The saved chat sessions over this scope's folders (`hydra-rag sessions` lists all)."""

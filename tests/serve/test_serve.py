@@ -34,6 +34,7 @@ from conftest import run_cli, write_tree
 TOOLS = {"search", "get", "ask", "stores", "status", "definition", "references", "outline"}
 
 WATER = "How often should tomatoes be watered?"
+ELSEWHERE = "outside-helper"
 BUNDLE = "serve-gardener"
 PERSONA = """---
 temperature: 0
@@ -200,6 +201,10 @@ def folders(served_home: Path, tmp_path_factory: pytest.TempPathFactory
     proc = run_cli("create", "smollm2-135m", str(persona), BUNDLE, "--rag-index", str(garden),
                    env=env)
     assert proc.returncode == 0, proc.stderr
+    # A bundle over a folder the server does not serve: not the server's to offer.
+    proc = run_cli("create", "smollm2-135m", str(persona), ELSEWHERE, "--rag-index",
+                   str(outside), env=env)
+    assert proc.returncode == 0, proc.stderr
     return {"garden": garden, "desert": desert, "outside": outside}
 
 
@@ -324,6 +329,19 @@ def test_rag_cannot_widen_the_scope(server: Server, folders: dict[str, Path]) ->
             model=BUNDLE, messages=[{"role": "user", "content": WATER}], max_tokens=4,
             extra_body={"rag": ["desert"]})
     assert "is a bundle with folders of its own" in bundle.value.body["message"]
+
+
+def test_a_bundle_over_folders_not_served_is_neither_listed_nor_answered(server: Server
+                                                                         ) -> None:
+    from openai import BadRequestError
+
+    client = _openai(server)
+    assert ELSEWHERE not in {m.id for m in client.models.list().data}
+    with pytest.raises(BadRequestError) as refused:
+        client.chat.completions.create(
+            model=ELSEWHERE, messages=[{"role": "user", "content": WATER}], max_tokens=4)
+    assert "retrieves from folders this server does not serve" in refused.value.body["message"]
+    assert "OUTSIDE_SECRET_42" not in str(refused.value.body)
 
 
 def test_history_comes_from_the_messages(server: Server) -> None:
