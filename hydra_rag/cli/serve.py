@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -63,6 +64,9 @@ def serve(
         print(chosen)
         return
     sock = listen(host, port)  # a busy port is one line, before the banner
+    if token and os.environ.get("HYDRA_RAG_SERVE_TOKEN") != token:
+        say("note: a --token given on the command line is in the process list, which every "
+            "account can read; HYDRA_RAG_SERVE_TOKEN or the kept token is not")
     try:
         scope = Scope(path, all_, tag)
         shown = f"[{host}]" if ":" in host else host

@@ -686,6 +686,8 @@ def test_token(served_home: Path, folders: dict[str, Path]) -> None:
                             {"Authorization": f"{scheme} T0ken"})[0] == 200
         # The page itself loads without the token (it asks for it); not its data.
         assert _request(srv, "GET", "/")[0] == 200
+        # A token typed on the command line is in the process list: said once, at start.
+        assert "in the process list" in srv.output()
         # A foreign page that somehow holds the token is still refused.
         assert _request(srv, "GET", "/v1/models", None,
                         {**ok, "Origin": "http://evil.example"})[0] == 403
