@@ -155,6 +155,7 @@ def test_chat_model_served_from_a_url(isolated_home: Path, corpus: Path) -> None
     from hydra_rag.config import load_settings
     from hydra_rag.models.chat import connect_chat
     from hydra_rag.models.sidecar import stop
+    from hydra_rag.models.sidecar_key import key
 
     _index(corpus)
     target = connect_chat(get_model("smollm2-135m"), load_settings())
@@ -162,9 +163,13 @@ def test_chat_model_served_from_a_url(isolated_home: Path, corpus: Path) -> None
         path = isolated_home / "config" / "catalog.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump({"models": [
-            {"id": "remote-smol", "url": target.base_url, "port": 18090, "context": 4096}]}))
+            {"id": "remote-smol", "url": target.base_url, "port": 18090, "context": 4096,
+             "api_key_env": "SMOL_KEY"}]}))
+        # A sidecar answers only with its owner's key: as a `url:` endpoint, it is given as
+        # any endpoint's key is (hydra-rag never sends the sidecar key to a `url:`).
         proc = run_cli("ask", "remote-smol", "What do tomatoes need?", "--rag", str(corpus),
-                       "--json", "--max-tokens", "24", "--temperature", "0")
+                       "--json", "--max-tokens", "24", "--temperature", "0",
+                       env={"SMOL_KEY": key()})
         assert proc.returncode == 0, proc.stderr
         out = json.loads(proc.stdout)
         assert out["sources"][0]["path"] == "docs/gardening.md"

@@ -212,8 +212,8 @@ def test_files_states(home: Path, tmp_path: Path) -> None:
         f = listed[rel]
         return f["state"], f["reason"], f["detail"], f["include"]
 
-    # Anchored at the top: `.env` alone would also take in a deeper one.
-    assert brief(".env") == ("skipped", "secret", None, "/.env")
+    # A secret: no --include brings it back (--include-secrets does), so no hint.
+    assert brief(".env") == ("skipped", "secret", None, None)
     assert brief("logo.svg") == ("skipped", "vector_image", None, "/logo.svg")
     assert brief("ignored/") == ("skipped", "gitignore", None, "/ignored/**")
     assert brief("node_modules/") == ("skipped", "blacklisted", None, "/node_modules/**")

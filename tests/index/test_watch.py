@@ -441,7 +441,7 @@ def test_install_writes_a_unit_that_runs(home: Path, tmp_path: Path, watching: A
     # ExecStart= as systemd would run it: unquoted, specifiers and variables unescaped.
     exec_line = next(ln for ln in text.splitlines() if ln.startswith("ExecStart="))
     argv = [a.replace("%%", "%").replace("$$", "$") for a in shlex.split(exec_line[10:])]
-    assert argv[1:] == ["-m", "hydra_rag", "watch", str(root), "--include", "*.pem"]
+    assert argv[1:] == ["-P", "-m", "hydra_rag", "watch", str(root), "--include", "*.pem"]
     env = dict(shlex.split(ln[12:])[0].split("=", 1) for ln in text.splitlines()
                if ln.startswith("Environment="))
     assert env["HYDRA_RAG_HOME"] == os.environ["HYDRA_RAG_HOME"]
