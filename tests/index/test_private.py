@@ -5,6 +5,7 @@ state and cache folders hydra-rag keeps under the user's home."""
 from __future__ import annotations
 
 import base64
+import os
 import random
 from pathlib import Path
 
@@ -12,8 +13,10 @@ import pytest
 
 from conftest import recorded, run_cli, write_tree
 from hydra_rag.config import load_settings
+from hydra_rag.errors import HydraError
 from hydra_rag.index import index_folder
-from hydra_rag.paths import dirs, own_dirs
+from hydra_rag.models import sidecar_key
+from hydra_rag.paths import dirs, own_dirs, sidecars_dir, state_dir
 from hydra_rag.read.secrets import HINT
 from hydra_rag.store import registry
 
@@ -97,12 +100,40 @@ def test_state_and_cache_are_private(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("HYDRA_RAG_HOME", str(tmp_path / "h"))
     registry.register(tmp_path)
     assert _mode(dirs().state) == 0o700
-    # Made wide by an older version: narrowed by the next command.
+    # Made wide by an older version: narrowed by the next command, with every folder in them
+    # (an account that entered one while it was wide keeps its way in until then).
     dirs().state.chmod(0o755)
+    (dirs().state / "sessions").mkdir(mode=0o755)
+    (dirs().state / "sessions").chmod(0o755)
     dirs().cache.mkdir(mode=0o755)
     dirs().cache.chmod(0o755)
     own_dirs()
     assert (_mode(dirs().state), _mode(dirs().cache)) == (0o700, 0o700)
+    assert _mode(dirs().state / "sessions") == 0o700
+
+
+def test_library_callers_get_a_private_state_folder(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # No CLI ran: the first thing that writes there (the sidecar key, a sidecar's lock and
+    # log) makes the folder, private.
+    monkeypatch.setenv("HYDRA_RAG_HOME", str(tmp_path / "h"))
+    sidecar_key.ensure_key()
+    assert _mode(dirs().state) == 0o700
+    monkeypatch.setenv("HYDRA_RAG_HOME", str(tmp_path / "h2"))
+    assert sidecars_dir() == dirs().sidecars
+    assert (_mode(dirs().state), _mode(dirs().sidecars)) == (0o700, 0o700)
+
+
+def test_a_state_folder_of_another_account_is_refused(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYDRA_RAG_HOME", str(tmp_path / "h"))
+    state_dir()
+    me = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: me + 1)  # as another account sees it
+    with pytest.raises(HydraError) as exc:
+        own_dirs()
+    assert str(exc.value) == (f"{dirs().state} belongs to another account, which can read what "
+                              "hydra-rag keeps there; point HYDRA_RAG_HOME at a folder of your own")
 
 
 def test_secrets_need_include_secrets(home: Path, tmp_path: Path) -> None:
