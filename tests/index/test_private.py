@@ -16,7 +16,7 @@ from hydra_rag.config import load_settings
 from hydra_rag.errors import HydraError
 from hydra_rag.index import index_folder
 from hydra_rag.models import sidecar_key
-from hydra_rag.paths import dirs, own_dirs, sidecars_dir, state_dir
+from hydra_rag.paths import dirs, folders_under, own_dirs, sidecars_dir, state_dir
 from hydra_rag.read.secrets import HINT
 from hydra_rag.store import registry
 
@@ -52,10 +52,14 @@ def test_index_is_no_wider_than_its_files(home: Path, shared_folder: Path,
     assert _mode(gate) == 0o755  # every file is readable by others: so is the index
     # An index made wide (by this run, or by an older version) is narrowed when a private file
     # comes in: its text must not sit where others can read it.
+    # Every folder in it too: an account that entered one while it was wide keeps its way in.
+    inside = folders_under(gate)
+    assert (gate / "lance") in inside and _mode(gate / "lance") == 0o755
     diary = write_tree(shared_folder, {"diary.md": "the launch code is 4-8-15\n"}) / "diary.md"
     diary.chmod(0o600)
     rep = index_folder(shared_folder, load_settings())
     assert rep.files_indexed == 1 and _mode(gate) == 0o700
+    assert {p: _mode(p) for p in inside if p.is_dir()} == {p: 0o700 for p in inside if p.is_dir()}
     # A readable file in a folder others cannot enter is private too.
     diary.unlink()
     write_tree(shared_folder, {"inner/plan.md": "the plan\n"})
@@ -74,6 +78,8 @@ def test_index_is_no_wider_than_its_files(home: Path, shared_folder: Path,
     diary.chmod(0o600)
     index_folder(shared_folder, load_settings(index_access="shared"))
     assert _mode(gate) == 0o755
+    # Widened throughout, as narrowing was: others can read a shared index.
+    assert {p: _mode(p) for p in folders_under(gate)} == dict.fromkeys(folders_under(gate), 0o755)
 
 
 def test_a_new_index_of_a_private_file_is_never_wide(home: Path, tmp_path: Path,
