@@ -6,6 +6,10 @@ setting `index_access` (auto, private, shared) decides otherwise.
 The folder is made 0o700 and widened at the end of a run, never the other way round: there is
 no moment when a private file's text sits in a folder others can enter. An index made wide by an
 older version is narrowed as soon as a run walks a private file, before it reads one.
+
+A private index (auto) is widened only by a run that wrote it whole: the first, or a rebuild
+(`index --full`). After a private file leaves, its text is still on disk: LanceDB marks its rows
+deleted and keeps them in the data files, which no later run rewrites.
 """
 
 from __future__ import annotations
