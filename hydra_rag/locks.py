@@ -54,10 +54,17 @@ def _written(path: Path) -> str:
         return ""
 
 
-def write_atomic(path: Path, data: str) -> None:
-    """Write a file so that readers see the old or the new content, never a torn one."""
+def write_atomic(path: Path, data: str, mode: int | None = None) -> None:
+    """Write a file so that readers see the old or the new content, never a torn one. `mode`:
+    the file has it from its first byte (not the umask's, then narrowed)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    if mode is None:
+        f = tmp.open("w", encoding="utf-8")
+    else:
+        tmp.unlink(missing_ok=True)  # one a crash left may be wider: O_EXCL makes a new one
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        f = os.fdopen(fd, "w", encoding="utf-8")
+    with f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

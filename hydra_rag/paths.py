@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydra_rag.errors import HydraError
+
 APP = "hydra-rag"
 INDEX_DIR = ".hydra-index"
 
@@ -58,15 +60,49 @@ def dirs() -> Dirs:
 def private_dir(path: Path) -> Path:
     """`path` made (with its parents) for this user alone, 0o700, and narrowed to that if it
     was made wider before: hydra-rag's state and cache hold text of indexed files, chat
-    sessions and logs, and a folder's mode is the gate to everything in it."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    sessions and logs, and a folder's mode is the gate to everything in it. A folder another
+    account owns (a shared HYDRA_RAG_HOME) is refused: that account reads all of it."""
     try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = path.stat()
-        if st.st_mode & 0o077 and st.st_uid == os.getuid():
-            os.chmod(path, 0o700)
-    except OSError:
-        pass  # not ours to narrow (a shared HYDRA_RAG_HOME): left as it is
+    except OSError as exc:
+        raise HydraError(f"cannot create {path}: {exc.strerror}; "
+                         "point HYDRA_RAG_HOME at a folder of your own") from None
+    if st.st_uid != os.getuid():
+        raise HydraError(f"{path} belongs to another account, which can read what hydra-rag "
+                         "keeps there; point HYDRA_RAG_HOME at a folder of your own")
+    if st.st_mode & 0o077:
+        narrow_tree(path, 0o700)
     return path
+
+
+def narrow_tree(top: Path, mode: int) -> None:
+    """Take from `top` and from every folder under it what `mode` does not give. The top alone
+    is not enough: an account that entered a subfolder while it was open (its working folder, an
+    open handle) keeps its way into what is written there until that subfolder is closed too."""
+    for path in (top, *folders_under(top)):
+        try:
+            current = path.lstat().st_mode & 0o777
+            if current & ~mode:
+                os.chmod(path, current & mode)
+        except OSError as exc:
+            raise HydraError(f"cannot take access away from {path} ({exc.strerror}); fix it "
+                             f"with `chmod {mode:o} {path}` and run again") from None
+
+
+def folders_under(top: Path) -> list[Path]:
+    """Every folder under `top`, top-down; links are not followed (nor listed)."""
+    found: list[Path] = []
+    stack = [top]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                subs = [Path(e.path) for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue  # gone meanwhile, or not ours to list
+        found += subs
+        stack += subs
+    return found
 
 
 def own_dirs() -> None:
@@ -80,6 +116,13 @@ def own_dirs() -> None:
 def state_dir() -> Path:
     """The state folder (registry, sidecars and their logs, sessions), made private."""
     return private_dir(dirs().state)
+
+
+def sidecars_dir() -> Path:
+    """The sidecars' folder (their records and logs, which quote what they were sent), made
+    private, in a private state folder."""
+    state_dir()
+    return private_dir(dirs().sidecars)
 
 
 def cache_dir() -> Path:

@@ -102,5 +102,8 @@ class Contextualizer:
 
     def save(self) -> None:
         self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        # The owner's alone, even in a shared index: it keeps the sentences written for files
+        # that have left (a private one too), and searches never read it.
         write_atomic(self.cache_path, json.dumps({"model": self.model.id, "contexts": self.cache},
-                                                 ensure_ascii=False, separators=(",", ":")))
+                                                 ensure_ascii=False, separators=(",", ":")),
+                     mode=0o600)

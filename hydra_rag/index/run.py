@@ -78,7 +78,10 @@ class Run(State):
         self.progress(Progress("walk", message=f"walking {self.root}"))
         walked = walker(self.root, include, exclude, self.settings, include_secrets).walk()
         # No wider than its files: narrowed before any file is read, widened only at the end,
-        # when the index no longer holds what a private file that left put in it.
+        # and (auto) a private one only if this run writes it whole: rows of a private file
+        # that left stay in LanceDB's data files, marked deleted.
+        first = not self.store.exists()
+        keep_private = self.settings.index_access == "auto" and access.is_private(self.store.dir)
         gate = access.wanted(self.settings.index_access, walked.private)
         access.narrow(self.store.dir, gate)
         self.report.dirs = walked.dirs
@@ -100,7 +103,11 @@ class Run(State):
         store.file_list.migrate()
         # Extracted texts no indexed document uses any more (the document changed or left).
         self.docs.prune(store.file_list.document_keys())
-        access.settle(store.dir, gate)
+        whole = first or (self.switched and self.from_files)
+        if access.settle(store.dir, gate, widen=whole or not keep_private) and keep_private:
+            self.report.notes.append(
+                f"{store.dir} stays private: it may still hold text of a private file that "
+                f"left; `hydra-rag index {self.root} --full` rebuilds it, and lets it be shared")
         report = self.report
         report.documents_extracted = self.docs.extracted
         report.embedders = {t: e.id for t, e in self.embedders.items()}

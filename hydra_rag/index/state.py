@@ -58,6 +58,7 @@ class State:
         self.store = Store(root)  # what this run writes: the index in use, or a new generation
         self.live: Store | None = None  # while a new generation is built: the one in use
         self.switched = False  # the new generation is the one in use
+        self.from_files = False  # the new generation is built by this run from the files alone
         self.resumed = False  # a journal was found: an earlier run was interrupted
         self._done: Progress | None = None  # the embedding stage's progress, once it started
         self._changed: list[Candidate] = []  # the files this run indexes
@@ -180,6 +181,7 @@ class State:
             self.resumed = True
         else:
             self.live, self.store = self.store, rebuild.begin(self.store, reason, fresh)
+            self.from_files = fresh
         return self.store
 
     def _resumable(self, left: Store | None, wanted: dict[str, tuple[str, int]],

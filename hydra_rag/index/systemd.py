@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydra_rag.catalog.keys import looks_like_secret
 from hydra_rag.errors import HydraError
 from hydra_rag.locks import write_atomic
 from hydra_rag.read.source import resolve_root
@@ -87,8 +88,10 @@ def install(roots: list[Path], all_: bool = False, tags: list[str] | None = None
     cmd = [sys.executable, "-P", "-m", "hydra_rag", "watch", *map(str, roots)]
     cmd += ["--all"] if all_ else [a for t in tags for a in ("--tag", t)]
     cmd += list(args or [])
+    # The watch's settings, never a secret (HYDRA_RAG_SERVE_TOKEN, a *_KEY): a unit file is
+    # a config file, read by tools and copied by backups, and a watch needs none of them.
     env = [f"Environment={quote(f'{k}={v}')}" for k, v in sorted(os.environ.items())
-           if k.startswith("HYDRA_RAG_")]
+           if k.startswith("HYDRA_RAG_") and not looks_like_secret(k)]
     what = "every registered folder" if all_ else (
         "folders tagged " + ", ".join(tags) if tags else ", ".join(map(str, roots)))
     text = "\n".join([
@@ -115,7 +118,7 @@ def install(roots: list[Path], all_: bool = False, tags: list[str] | None = None
     try:
         replaced = path.is_file() and path.read_text() != text
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
+        write_atomic(path, text, mode=0o600)  # it names folders and settings: ours alone
     except OSError as exc:
         raise HydraError(f"cannot write {path}: {exc.strerror}") from None
     return Unit(name, path, text, replaced, _key_variables())

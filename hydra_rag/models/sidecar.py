@@ -25,7 +25,7 @@ from typing import Any
 from hydra_rag.errors import SidecarCrash, SidecarError
 from hydra_rag.locks import file_lock, write_atomic
 from hydra_rag.models import sidecar_key
-from hydra_rag.paths import dirs
+from hydra_rag.paths import dirs, sidecars_dir
 
 LOG_TAIL_LINES = 15
 
@@ -204,7 +204,7 @@ def ensure(spec: SidecarSpec, timeout: float = 120.0) -> SidecarRecord:
             f"model file for {spec.id!r} is missing: {spec.model_path}"
             f" — run `hydra-rag rag setup` (or `hydra-rag embedders add`)"
         )
-    lock = dirs().sidecars / f"{spec.id}.lock"
+    lock = sidecars_dir() / f"{spec.id}.lock"  # the first thing a sidecar writes: private
     # The holder may give a slow sidecar `timeout` seconds, then start one in `timeout` more.
     with file_lock(lock, wait=2 * timeout + 30) as held:
         if not held:
@@ -280,7 +280,7 @@ def self_test(spec: SidecarSpec, timeout: float = 300.0) -> dict[str, Any]:
     if not Path(spec.model_path).is_file():
         raise SidecarError(f"model file for {spec.id!r} is missing: {spec.model_path}")
     log = dirs().sidecars / f"{spec.id}.self-test.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    sidecars_dir()  # private, even for a library caller that never ran the CLI
     with log.open("w") as logf:
         try:
             proc = subprocess.run(_command(spec, "--self-test"), stdout=subprocess.PIPE,
@@ -306,7 +306,7 @@ def _rotate(log: Path) -> None:
 
 def _start(spec: SidecarSpec, timeout: float) -> SidecarRecord:
     log = _log_path(spec.id)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    sidecars_dir()  # private, even for a library caller that never ran the CLI
     _rotate(log)
     key_file = sidecar_key.ensure_key()  # its path on the command line, never the key
     tried = []

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from hydra_rag.errors import SidecarError
-from hydra_rag.paths import dirs
+from hydra_rag.paths import dirs, state_dir
 
 FILE = "sidecar.key"
 # Local addresses (as /proc/net/tcp{,6} write them) whose listeners get connections to
@@ -68,7 +68,7 @@ def ensure_key() -> Path:
         return path
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+    state_dir()  # made private here too: a library caller may never have run the CLI
     tmp = path.with_name(f".{FILE}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:

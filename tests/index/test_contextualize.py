@@ -34,6 +34,8 @@ def test_contextualize_caches_and_never_changes_the_stored_text(
     assert rep["contextualized_by"] == "smollm2-135m" and rep["contexts_written"] == 2
     contexts = json.loads((root / ".hydra-index" / "contexts.json").read_text())["contexts"]
     assert len(contexts) == 2
+    # The owner's alone, even when the index may be shared: it outlives the files it speaks of.
+    assert (root / ".hydra-index" / "contexts.json").stat().st_mode & 0o777 == 0o600
     rows = _rows(root)
     assert rows["garden.md"]["text"] == garden  # what users and the chat model see
     for ctx in contexts.values():  # what search matches: the context, then the chunk

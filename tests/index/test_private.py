@@ -5,6 +5,7 @@ state and cache folders hydra-rag keeps under the user's home."""
 from __future__ import annotations
 
 import base64
+import os
 import random
 from pathlib import Path
 
@@ -12,8 +13,10 @@ import pytest
 
 from conftest import recorded, run_cli, write_tree
 from hydra_rag.config import load_settings
+from hydra_rag.errors import HydraError
 from hydra_rag.index import index_folder
-from hydra_rag.paths import dirs, own_dirs
+from hydra_rag.models import sidecar_key
+from hydra_rag.paths import dirs, folders_under, own_dirs, sidecars_dir, state_dir
 from hydra_rag.read.secrets import HINT
 from hydra_rag.store import registry
 
@@ -49,10 +52,14 @@ def test_index_is_no_wider_than_its_files(home: Path, shared_folder: Path,
     assert _mode(gate) == 0o755  # every file is readable by others: so is the index
     # An index made wide (by this run, or by an older version) is narrowed when a private file
     # comes in: its text must not sit where others can read it.
+    # Every folder in it too: an account that entered one while it was wide keeps its way in.
+    inside = folders_under(gate)
+    assert (gate / "lance") in inside and _mode(gate / "lance") == 0o755
     diary = write_tree(shared_folder, {"diary.md": "the launch code is 4-8-15\n"}) / "diary.md"
     diary.chmod(0o600)
     rep = index_folder(shared_folder, load_settings())
     assert rep.files_indexed == 1 and _mode(gate) == 0o700
+    assert {p: _mode(p) for p in inside if p.is_dir()} == {p: 0o700 for p in inside if p.is_dir()}
     # A readable file in a folder others cannot enter is private too.
     diary.unlink()
     write_tree(shared_folder, {"inner/plan.md": "the plan\n"})
@@ -60,10 +67,17 @@ def test_index_is_no_wider_than_its_files(home: Path, shared_folder: Path,
     (shared_folder / "inner/plan.md").chmod(0o644)
     index_folder(shared_folder, load_settings())
     assert _mode(gate) == 0o700
-    # Once the private files are gone (and their chunks with them), it widens again.
+    # Once the private files are gone it stays private: LanceDB keeps a deleted row's text in
+    # its data files. It says so, and a rebuild (which writes the index whole) widens it.
     (shared_folder / "inner").chmod(0o755)
-    index_folder(shared_folder, load_settings())
-    assert _mode(gate) == 0o755
+    rep = index_folder(shared_folder, load_settings())
+    assert _mode(gate) == 0o700
+    assert [n for n in rep.notes if "stays private" in n] == [
+        f"{gate} stays private: it may still hold text of a private file that left; "
+        f"`hydra-rag index {shared_folder} --full` rebuilds it, and lets it be shared"]
+    rep = index_folder(shared_folder, load_settings(), full=True)
+    assert _mode(gate) == 0o755 and not [n for n in rep.notes if "stays private" in n]
+    assert all(_mode(p) == 0o755 for p in folders_under(gate)), folders_under(gate)
     # The setting decides otherwise, either way.
     index_folder(shared_folder, load_settings(index_access="private"))
     assert _mode(gate) == 0o700
@@ -71,6 +85,8 @@ def test_index_is_no_wider_than_its_files(home: Path, shared_folder: Path,
     diary.chmod(0o600)
     index_folder(shared_folder, load_settings(index_access="shared"))
     assert _mode(gate) == 0o755
+    # Widened throughout, as narrowing was: others can read a shared index.
+    assert {p: _mode(p) for p in folders_under(gate)} == dict.fromkeys(folders_under(gate), 0o755)
 
 
 def test_a_new_index_of_a_private_file_is_never_wide(home: Path, tmp_path: Path,
@@ -97,12 +113,40 @@ def test_state_and_cache_are_private(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("HYDRA_RAG_HOME", str(tmp_path / "h"))
     registry.register(tmp_path)
     assert _mode(dirs().state) == 0o700
-    # Made wide by an older version: narrowed by the next command.
+    # Made wide by an older version: narrowed by the next command, with every folder in them
+    # (an account that entered one while it was wide keeps its way in until then).
     dirs().state.chmod(0o755)
+    (dirs().state / "sessions").mkdir(mode=0o755)
+    (dirs().state / "sessions").chmod(0o755)
     dirs().cache.mkdir(mode=0o755)
     dirs().cache.chmod(0o755)
     own_dirs()
     assert (_mode(dirs().state), _mode(dirs().cache)) == (0o700, 0o700)
+    assert _mode(dirs().state / "sessions") == 0o700
+
+
+def test_library_callers_get_a_private_state_folder(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # No CLI ran: the first thing that writes there (the sidecar key, a sidecar's lock and
+    # log) makes the folder, private.
+    monkeypatch.setenv("HYDRA_RAG_HOME", str(tmp_path / "h"))
+    sidecar_key.ensure_key()
+    assert _mode(dirs().state) == 0o700
+    monkeypatch.setenv("HYDRA_RAG_HOME", str(tmp_path / "h2"))
+    assert sidecars_dir() == dirs().sidecars
+    assert (_mode(dirs().state), _mode(dirs().sidecars)) == (0o700, 0o700)
+
+
+def test_a_state_folder_of_another_account_is_refused(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYDRA_RAG_HOME", str(tmp_path / "h"))
+    state_dir()
+    me = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: me + 1)  # as another account sees it
+    with pytest.raises(HydraError) as exc:
+        own_dirs()
+    assert str(exc.value) == (f"{dirs().state} belongs to another account, which can read what "
+                              "hydra-rag keeps there; point HYDRA_RAG_HOME at a folder of your own")
 
 
 def test_secrets_need_include_secrets(home: Path, tmp_path: Path) -> None:

@@ -463,3 +463,25 @@ def test_install_writes_a_unit_that_runs(home: Path, tmp_path: Path, watching: A
     assert "systemctl --user set-environment TEAM_KEY=<the key>" in proc.stdout
     unit = next((config / "systemd" / "user").glob("hydra-rag-watch-remote-*.service"))
     assert "sk-not-to-be-written" not in unit.read_text() and "TEAM_KEY" in unit.read_text()
+
+
+def test_install_keeps_secrets_out_of_a_private_unit(home: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from hydra_rag.index.systemd import install
+
+    root = write_tree(tmp_path / "notes", {"a.md": "# A\n"})
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("HYDRA_RAG_SERVE_TOKEN", "serve-token-not-to-be-written")
+    monkeypatch.setenv("HYDRA_RAG_TEAM_API_KEY", "sk-not-to-be-written")
+    monkeypatch.setenv("HYDRA_RAG_WARM_MINUTES", "7")
+    # A unit of an older version, readable by every account: replaced by one that is not.
+    unit_dir = tmp_path / "config/systemd/user"
+    unit_dir.mkdir(parents=True)
+    name = install([root]).name
+    (unit_dir / name).chmod(0o644)
+    unit = install([root])
+    text = unit.path.read_text()
+    assert "HYDRA_RAG_WARM_MINUTES=7" in text  # the watch's settings go in
+    assert "not-to-be-written" not in text and "HYDRA_RAG_SERVE_TOKEN" not in text
+    assert unit.path.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in unit_dir.iterdir()] == [name]  # no temporary file left
