@@ -19,19 +19,26 @@ HINT = "looks like a private key or credentials; index it with --include-secrets
 # Names that hold a secret whatever their content (gitignore-style: a pattern without a slash
 # matches a base name at any depth). `*.pem` is not among them: a PEM file is as often a
 # certificate chain as a key, and its content tells which (PEM_NAMES).
+# Extensions of data files: a name like `credentials` or `secrets` with one of these holds
+# them; with a code extension it is code about them.
+_DATA = ("json", "yaml", "yml", "toml", "ini", "cfg", "conf", "txt", "csv", "xml",
+         "properties", "env")
 NAMES = [
     ".env", ".env.*", "*.env", ".envrc", "*.key", "*.p12", "*.pfx", "*.p8", "*.ppk",
     "*.jks", "*.keystore", "*.kdbx", "*.asc", "*.gpg", "id_rsa", "id_rsa.*", "id_dsa", "id_dsa.*",
     "id_ecdsa", "id_ecdsa.*", "id_ed25519", "id_ed25519.*", ".netrc", ".pgpass", ".npmrc",
-    ".pypirc", ".htpasswd", "credentials", "credentials.json", "credentials.*",
-    "*credentials*.json", "secrets.yaml", "secrets.yml", "secrets.json", "*.secret",
+    ".pypirc", ".htpasswd", ".s3cfg", ".my.cnf", ".vault-token", "credentials",
+    # `credentials.*` as data only: botocore's and google-auth's credentials.py are code.
+    *(f"credentials.{ext}" for ext in _DATA), "*credentials*.json", "client_secret*.json",
+    *(f"secrets.{ext}" for ext in _DATA), "*.tfvars", "*.tfvars.json", "*.secret",
     "*.secrets", "service-account*.json", ".git-credentials", ".dockercfg",
     ".docker/config.json", "*.tfstate", "*.tfstate.*", "known_hosts", "authorized_keys",
     "kubeconfig", "*.kubeconfig", ".kube/config",
 ]
 # Examples and templates of secrets files hold no secrets and are worth indexing; so does a
 # public key (id_rsa.pub matches id_rsa.*), which is skipped as a certificate instead.
-OK_NAMES = [".env.example", ".env.sample", ".env.template", "*.env.example", "*.pub"]
+OK_NAMES = [".env.example", ".env.sample", ".env.template", "*.env.example", "*.pub",
+            "*.tfvars.example"]
 # Names whose content decides: a private key in them is a secret, certificates are not.
 PEM_NAMES = ["*.pem"]
 

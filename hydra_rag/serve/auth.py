@@ -13,11 +13,10 @@ import ipaddress
 import os
 import secrets
 import stat
-from http.cookies import SimpleCookie
 from pathlib import Path
 from urllib.parse import urlencode
 
-from starlette.requests import Request
+from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
@@ -182,6 +181,10 @@ class Guard:
     def __init__(self, app: ASGIApp, hosts: set[str] | None, token: str | None,
                  port: int) -> None:
         self.app, self.hosts, self.token, self.cookie = app, hosts, token, cookie_name(port)
+        # A page's Origin names its port unless it is 80: `http://localhost` is a page on
+        # port 80, another program's, not this server's page.
+        self.origins = None if hosts is None else {
+            h for h in hosts if port == 80 or h.endswith(f":{port}")}
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -212,7 +215,7 @@ class Guard:
         # "null" is a sandboxed frame or a data: page of any site: foreign like the site.
         if origin:
             netloc = origin.split("://", 1)[-1].rstrip("/")
-            if netloc != host and (self.hosts is None or netloc not in self.hosts):
+            if netloc != host and (self.origins is None or netloc not in self.origins):
                 return 403, f"requests from the web page at {origin} are refused"
         if (self.token is not None and not _public(scope["path"])
                 and not (self._bearer(headers) or self._cookie(headers))):
@@ -230,13 +233,10 @@ class Guard:
         # Sec-Fetch-Site tells them apart (absent from clients that are not browsers).
         if headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
             return False
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(headers.get("cookie", ""))
-        except Exception:  # a malformed Cookie header is no login, not a 500
-            return False
-        given = jar.get(self.cookie)
-        return given is not None and _same(given.value, self.token or "")
+        # Starlette's parser, not http.cookies: SimpleCookie drops every cookie of a header
+        # when any one (another local app's) is not to its liking.
+        given = cookie_parser(headers.get("cookie", "")).get(self.cookie)
+        return given is not None and _same(given, self.token or "")
 
 
 def _same(given: str, token: str) -> bool:

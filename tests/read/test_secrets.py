@@ -66,6 +66,13 @@ def keys(tmp_path: Path) -> Path:
         ".aws/credentials": "[default]\naws_secret_access_key = x\n",
         "kube/kubeconfig": "apiVersion: v1\nusers: []\n",
         "secring.gpg": "not really\n",
+        # Code about credentials is code; their data files are not.
+        "src/botocore/credentials.py": "class Credentials:\n    pass\n",
+        "config/credentials.yaml": "token: abc\n",
+        "client_secret_123.apps.json": '{"installed": {"client_secret": "x"}}\n',
+        ".streamlit/secrets.toml": 'password = "x"\n',
+        "prod.tfvars": 'db_password = "x"\n',
+        ".s3cfg": "[default]\nsecret_key = x\n",
     })
 
 
@@ -80,17 +87,19 @@ def test_secrets_are_skipped_with_their_reason(keys: Path) -> None:
     walked = Walker(keys).walk()
     assert set(walked.skipped_paths["secret"]) == {
         "tls/server.pem", "ssh/id_ed25519", ".env", ".netrc", ".aws/credentials",
-        "kube/kubeconfig", "secring.gpg"}
+        "kube/kubeconfig", "secring.gpg", "config/credentials.yaml", "client_secret_123.apps.json",
+        ".streamlit/secrets.toml", "prod.tfvars", ".s3cfg"}
     # A certificate and a public key are no secrets: key material, which --include brings back.
     assert set(walked.skipped_paths["certificate"]) == {"tls/chain.pem", "ssh/id_ed25519.pub"}
     # notes.txt is found by its content, when it is read.
     assert read_indexable(keys / "notes.txt") == (None, "secret")
-    assert _taken(keys) == {"README.md", ".env.example"}
+    assert _taken(keys) == {"README.md", ".env.example", "src/botocore/credentials.py"}
 
 
 def test_include_alone_does_not_bring_a_secret_in(keys: Path) -> None:
     taken = _taken(keys, include=["*.pem", "*.pub", "notes.txt", ".env", "ssh/**"])
-    assert taken == {"README.md", ".env.example", "tls/chain.pem", "ssh/id_ed25519.pub"}
+    assert taken == {"README.md", ".env.example", "tls/chain.pem", "ssh/id_ed25519.pub",
+                     "src/botocore/credentials.py"}
 
 
 def test_include_secrets_brings_them_in(keys: Path) -> None:

@@ -511,10 +511,11 @@ def test_a_foreign_origin_is_refused(server: Server) -> None:
             "Content-Type": "application/json", **extra,
             **({"Origin": server.url} if method == "GET" else {})})
         assert status == 200, (path, status)
-    # Another port of this machine is another origin too.
-    status, _ = _json(server, "GET", "/api/search?q=tomatoes",
-                      headers={"Origin": "http://127.0.0.1:1"})
-    assert status == 403
+    # Another port of this machine is another origin too, and so is port 80, which an
+    # Origin names by leaving the port out.
+    for origin in ("http://127.0.0.1:1", "http://127.0.0.1", "http://localhost"):
+        status, _ = _json(server, "GET", "/api/search?q=tomatoes", headers={"Origin": origin})
+        assert status == 403, origin
 
 
 def test_a_foreign_host_is_refused(server: Server) -> None:
@@ -769,6 +770,9 @@ def test_the_printed_url_logs_a_browser_in(server: Server) -> None:
         status, _ = _json(server, "GET", "/api/stores", headers={**jar, "Sec-Fetch-Site": site},
                           auth=False)
         assert status == expected, site
+    # Beside another local app's cookies, even ones http.cookies would reject whole.
+    crowded = {"Cookie": f'prefs={{"x": 1}}; theme=dark mode; {name}={server.token}'}
+    assert _json(server, "GET", "/api/stores", headers=crowded, auth=False)[0] == 200
     # Another server on another port keeps its own cookie.
     assert _json(server, "GET", "/api/stores", auth=False,
                  headers={"Cookie": f"hydra-rag-token-1={server.token}"})[0] == 401
