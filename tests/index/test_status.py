@@ -242,7 +242,8 @@ def test_files_states(home: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     assert "  indexed  a.md  prose, 1 chunk" in lines
-    assert "  skipped  .env  secret (--include /.env)" in lines
+    assert ("  skipped  .env  secret (looks like a private key or credentials; index it with "
+            "--include-secrets)") in lines
     assert "  skipped  node_modules/  blacklisted (--include '/node_modules/**')" in lines
     assert "  failed   locked.pdf  encrypted: password-protected" in lines
     assert "  skipped  data.bin2  binary" in lines
