@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import secrets
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +76,61 @@ def private_dir(path: Path) -> Path:
     if st.st_mode & 0o077:
         narrow_tree(path, 0o700)
     return path
+
+
+def read_secret(path: Path, what: str, fix: str, error: type[HydraError] = HydraError,
+                shortest: int = 32) -> str:
+    """The secret kept in `path` (serve's token, the sidecars' key), refused unless the file is
+    a plain one of this user's that no one else can read: another account may already have
+    read a wider one, so a new secret is the fix, not a chmod. FileNotFoundError: none yet."""
+    try:
+        # O_NOFOLLOW: a link put in its place cannot make us read (and send) another file.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise error(f"cannot read {what} {path} ({exc.strerror or exc}) — {fix}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{what} {path} is not a plain file — {fix}")
+        if st.st_uid != os.getuid():
+            raise error(f"{what} {path} belongs to user id {st.st_uid}, not to you — {fix}")
+        if st.st_mode & 0o077:
+            raise error(f"{what} {path} can be read by other accounts (mode "
+                        f"{stat.S_IMODE(st.st_mode):o}) — {fix}")
+        secret = os.read(fd, 4096).decode("ascii", errors="replace").strip()
+    finally:
+        os.close(fd)
+    if len(secret) < shortest or not (secret.isascii() and secret.isprintable()) or " " in secret:
+        raise error(f"{what} {path} is damaged: it does not hold a usable key — {fix}")
+    return secret
+
+
+def kept_secret(path: Path, what: str, fix: str, error: type[HydraError] = HydraError,
+                shortest: int = 32) -> str:
+    """`read_secret`, made first if there is none: written whole under a temporary name with
+    mode 600 from its first byte, then linked into place, so that no process ever reads half
+    of one and two made at once agree (the first link wins). OSError: it cannot be written."""
+    try:
+        return read_secret(path, what, fix, error, shortest)
+    except FileNotFoundError:
+        pass
+    private_dir(path.parent)  # a library caller may never have run the CLI
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, (secrets.token_urlsafe(32) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass  # another process made one first: theirs is the secret
+    finally:
+        tmp.unlink(missing_ok=True)
+    return read_secret(path, what, fix, error, shortest)
 
 
 def narrow_tree(top: Path, mode: int) -> None:

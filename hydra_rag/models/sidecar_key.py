@@ -10,14 +10,12 @@ key, since a command line is readable by every user in /proc/PID/cmdline.
 from __future__ import annotations
 
 import os
-import secrets
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from hydra_rag.errors import SidecarError
-from hydra_rag.paths import dirs, state_dir
+from hydra_rag.paths import dirs, kept_secret, read_secret
 
 FILE = "sidecar.key"
 # Local addresses (as /proc/net/tcp{,6} write them) whose listeners get connections to
@@ -30,65 +28,26 @@ def key_path() -> Path:
     return dirs().state / FILE
 
 
+def _fix(path: Path) -> str:
+    return f"run `rm {path}` and `hydra-rag sidecars stop --all` (a new key is made on the next run)"
+
+
 def read_key(path: Path) -> str:
     """The key in `path`, refused unless the file is this user's own and no one else's to read
     (a key others could read no longer keeps the sidecars private)."""
-    fix = f"run `rm {path}` and `hydra-rag sidecars stop --all` (a new key is made on the next run)"
-    try:
-        # O_NOFOLLOW: a link put in its place cannot make us read (and send) another file.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise SidecarError(f"cannot read the sidecar key {path} ({exc.strerror}) — {fix}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SidecarError(f"the sidecar key {path} is not a plain file — {fix}")
-        if st.st_uid != os.getuid():
-            raise SidecarError(f"the sidecar key {path} belongs to user id {st.st_uid}, not to "
-                               f"you — {fix}")
-        if st.st_mode & 0o077:
-            raise SidecarError(f"the sidecar key {path} is readable by others (mode "
-                               f"{stat.S_IMODE(st.st_mode):o}, wanted 600) — {fix}")
-        key = os.read(fd, 4096).decode("ascii", errors="replace").strip()
-    finally:
-        os.close(fd)
-    if len(key) < 32 or not (key.isascii() and key.isprintable()) or " " in key:
-        raise SidecarError(f"the sidecar key {path} does not hold a usable key — {fix}")
-    return key
+    return read_secret(path, "the sidecar key", _fix(path), SidecarError)
 
 
 def ensure_key() -> Path:
-    """The key file, made now if there is none (mode 600 from the start: written whole under
-    a temporary name, then linked in place, so no process ever reads half a key)."""
-    path = key_path()
-    try:
-        read_key(path)
-        return path
-    except FileNotFoundError:
-        pass
-    state_dir()  # made private here too: a library caller may never have run the CLI
-    tmp = path.with_name(f".{FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, (secrets.token_urlsafe(32) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # fails if another process made one first: theirs is the key
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
-    read_key(path)
-    return path
+    """The key file, made now if there is none (mode 600 from the start)."""
+    key()
+    return key_path()
 
 
 def key() -> str:
     """This user's sidecar key (made if there is none)."""
-    return read_key(ensure_key())
+    path = key_path()
+    return kept_secret(path, "the sidecar key", _fix(path), SidecarError)
 
 
 def headers() -> dict[str, str]:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import os
-import secrets
-import stat
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -22,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from hydra_rag.errors import HydraError, UsageError
-from hydra_rag.paths import dirs
+from hydra_rag.paths import dirs, kept_secret
 
 MAX_BODY = 1 << 20  # bytes of a request body
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -41,59 +38,12 @@ def stored_token() -> str:
     """The token kept in the state folder, made on first use; the same on every run, so that
     clients configured once keep working. Refused if other accounts could have read it."""
     path = token_path()
+    fix = f"remove it (`rm {path}`) and start serve again for a new one"
     try:
-        return _read_token(path)
-    except FileNotFoundError:
-        pass
-    try:
-        _make_token(path)
+        return kept_secret(path, "the token file", fix, shortest=16)
     except OSError as exc:
         raise HydraError(f"cannot write the token file {path} ({exc.strerror or exc}) — give "
                          "--token, or make its folder writable") from None
-    return _read_token(path)
-
-
-def _make_token(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Written whole under a private name with mode 600 from the start, then linked into
-    # place: a second server starting at the same moment reads one token or the other,
-    # never half of one, and the file is never readable by others, not even for an instant.
-    tmp = path.with_name(f".{TOKEN_FILE}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass  # another server made it first: use that one
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _read_token(path: Path) -> str:
-    fix = f"remove it (`rm {path}`) and start serve again for a new one"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise  # none yet: make it
-    except OSError as exc:  # a link (O_NOFOLLOW), no permission…
-        raise HydraError(f"cannot read the token file {path} ({exc.strerror or exc}) — "
-                         f"{fix}") from None
-    with os.fdopen(fd, encoding="ascii", errors="replace") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
-            raise HydraError(f"the token file {path} is not a file of yours — {fix}")
-        if info.st_mode & 0o077:
-            # Another account may already have read it: a new token, not a chmod, is safe.
-            raise HydraError(f"the token file {path} can be read by other accounts (mode "
-                             f"{stat.S_IMODE(info.st_mode):o}) — {fix}")
-        token = f.read().strip()
-    if len(token) < 16 or not token.isprintable() or " " in token:
-        raise HydraError(f"the token file {path} is damaged — {fix}")
-    return token
 
 
 def choose_token(given: str | None, no_token: bool, host: str) -> str | None:
