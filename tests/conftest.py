@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,29 @@ def isolated_home(session_home: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("HYDRA_RAG_HOME", str(home))
     yield home
     run_cli("sidecars", "stop", "--all", env={"HYDRA_RAG_HOME": str(home)})
+
+
+def free_port() -> int:
+    """A loopback port free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(port: int, proc: subprocess.Popen[Any], output: Callable[[], str],
+                   seconds: float = 120) -> None:
+    """Return once something listens on loopback `port`; AssertionError with the process's
+    `output()` if it exits first or `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited with {proc.returncode}:\n{output()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"serve did not listen within {seconds:.0f} s:\n{output()}")
 
 
 def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:

@@ -19,7 +19,6 @@ import os
 import pwd
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import free_port, run_cli, wait_listening
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 ATTACKER = Path(__file__).with_name("attacker.py")
@@ -40,12 +39,6 @@ QUESTION = "what is the vault code"
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not SYSTEM_PYTHON.exists(),
     reason="needs root (to act as a second account) and the system's python3")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _owner_request(port: int, method: str, path: str, token: str,
@@ -58,19 +51,6 @@ def _owner_request(port: int, method: str, path: str, token: str,
     text = resp.read().decode("utf-8", "replace")
     conn.close()
     return resp.status, text
-
-
-def _wait_for(port: int, proc: subprocess.Popen[str], log: Path) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"serve did not listen within 120 s:\n{log.read_text()}")
 
 
 def _login_token(log: Path) -> str:
@@ -114,7 +94,7 @@ def scene(session_home: Path) -> Iterator[dict[str, Any]]:
         assert proc.returncode == 0, proc.stderr
         assert "zebra-4417-quartz" in proc.stdout
 
-        port = _free_port()
+        port = free_port()
         log = base / "serve.log"  # it holds the login address: the owner's alone
         log.touch(mode=0o600)
         with log.open("w") as out:
@@ -122,7 +102,7 @@ def scene(session_home: Path) -> Iterator[dict[str, Any]]:
                 [sys.executable, "-m", "hydra_rag", "serve", "--port", str(port),
                  "--path", str(folder)], stdout=out, stderr=subprocess.STDOUT, text=True,
                 env=env)
-        _wait_for(port, serve, log)
+        wait_listening(port, serve, log.read_text)
         token = _login_token(log)
         owner_search = _owner_request(port, "GET", "/api/search?q=vault+code", token)
         owner_chat = _owner_request(port, "POST", "/v1/chat/completions", token, {

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import anyio
 import pytest
 
-from conftest import run_cli, write_tree
+from conftest import free_port, run_cli, wait_listening, write_tree
 
 TOOLS = {"search", "get", "ask", "stores", "status", "definition", "references", "outline"}
 
@@ -44,11 +44,6 @@ You are the garden club's librarian. Answer in one short sentence.
 LONG = ("Write a very long and detailed guide to growing tomatoes: sun, watering, staking. "
         "Repeat every point many times.")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -72,25 +67,20 @@ class Server:
 
 def _start(home: Path, *args: str) -> Server:
     """`hydra-rag serve --port FREE ARGS` under `home`, once it answers HTTP."""
-    port = _free_port()
+    port = free_port()
     log = home / f"serve-{port}.log"
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "serve", "--port", str(port),
                                  *args], stdout=out, stderr=subprocess.STDOUT, text=True,
                                 env={**os.environ, "HYDRA_RAG_HOME": str(home)})
     server = Server(proc, port, log)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited with {proc.returncode}:\n{server.output()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                server.token = _login_token(server.output())
-                return server
-        except OSError:
-            time.sleep(0.2)
-    _stop(server)
-    raise AssertionError(f"serve did not listen within 120 s:\n{server.output()}")
+    try:
+        wait_listening(port, proc, server.output)
+    except AssertionError:
+        _stop(server)
+        raise
+    server.token = _login_token(server.output())
+    return server
 
 
 def _login_token(output: str) -> str | None:
@@ -799,7 +789,7 @@ def test_no_token_on_loopback_only(served_home: Path, folders: dict[str, Path]) 
         _stop(srv)
     env = {"HYDRA_RAG_HOME": str(served_home)}
     for host in ("0.0.0.0", "192.0.2.1", "::"):
-        proc = run_cli("serve", "--host", host, "--no-token", "--port", str(_free_port()),
+        proc = run_cli("serve", "--host", host, "--no-token", "--port", str(free_port()),
                        "--path", str(folders["garden"]), env=env, timeout=60)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr == (f"error: --no-token is for loopback only: --host {host} opens "

@@ -9,10 +9,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli, write_tree
+from conftest import free_port, run_cli, wait_listening, write_tree
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 QUESTION = "How often should tomatoes be watered?"
@@ -89,31 +87,17 @@ def garden(home: Path, corpus: Path) -> Path:
     return corpus
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serving(folder: Path, log: Path, *args: str) -> Iterator[tuple[str, str]]:
     """`hydra-rag serve --path FOLDER ARGS` in a subprocess; its base URL once it listens, and
     the URL it printed to log a browser in."""
-    port = _free_port()
+    port = free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "serve", "--port", str(port),
                                  "--path", str(folder), *args], stdout=out,
                                 stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"serve exited {proc.returncode}: {log.read_text()}"
-            assert time.monotonic() < deadline, f"serve did not listen: {log.read_text()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_listening(port, proc, log.read_text, seconds=60)
         printed = re.search(r"^open (http://\S+) ", log.read_text(), re.M)
         assert printed, log.read_text()
         yield f"http://127.0.0.1:{port}", printed.group(1)
