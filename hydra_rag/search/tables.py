@@ -49,13 +49,12 @@ class TableQueries:
         if t not in store.table_names():
             raise IndexError_(f"table {t!r} in {store.data_dir} is missing; "
                               f"run `hydra-rag index {store.root} --full`")
-        from hydra_rag.store.lance import lancedb
+        from hydra_rag.store.lance_read import open_table
 
         try:
             lexical = (store.read_meta().get("lexical") or {}).get(t)
             self._analysis[key] = Analysis(str(lexical["language"])) if lexical else None
-            db = await lancedb().connect_async(store.lance_uri)
-            tbl = await db.open_table(t)
+            tbl = await open_table(store.lance_uri, t)
             names = (await tbl.schema()).names
         except Exception as exc:  # LanceDB raises several types for a damaged table
             raise IndexError_(f"table {t!r} in {store.dir} cannot be opened ({exc}); "

@@ -525,15 +525,28 @@ class Store:
     def rows_in(self, name: str, column: str, values: list[str],
                 columns: list[str]) -> list[dict[str, Any]]:
         """The rows whose `column` is one of `values`."""
-        tbl = self.table(name)
-        if tbl is None or not values:
+        if not values or name not in self.table_names():
             return []
+        if self.remote:
+            tbl = self.table(name)
+            assert tbl is not None
+            return [row for i in range(0, len(values), 200)
+                    for row in tbl.search().where(_in_list(column, values[i : i + 200]))
+                    .select(columns).limit(None).to_list()]
+        # Read through LanceDB's core alone: a search that shows definitions needs no more.
+        from hydra_rag.store.lance_read import read_rows
+
         out: list[dict[str, Any]] = []
         for i in range(0, len(values), 200):
-            out += (
-                tbl.search().where(_in_list(column, values[i : i + 200]))
-                .select(columns).limit(None).to_list()
-            )
+            try:
+                found = read_rows(self.lance_uri, name, _in_list(column, values[i : i + 200]),
+                                  columns)
+            except Exception as exc:  # LanceDB raises several types for a damaged table
+                raise IndexError_(
+                    f"table {name!r} in {self.data_dir} cannot be read ({exc}); "
+                    f"run `hydra-rag index {self.root} --full`"
+                ) from None
+            out += found.to_pylist()
         return out
 
 

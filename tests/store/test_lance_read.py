@@ -1,0 +1,129 @@
+"""A search reads tables through LanceDB's native core alone (hydra_rag.store.lance_read): the
+same rows as LanceDB's own Python API, without importing it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hydra_rag.store import lance_read
+from hydra_rag.store.lance import lancedb
+
+DIMS = 8
+WORDS = ["alpha", "beta", "gamma", "delta", "render", "table", "title", "console", "print",
+         "wrap"]
+
+
+@pytest.fixture(scope="module")
+def db_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(300):
+        vec = rng.normal(size=DIMS).astype(np.float32)
+        rows.append({
+            "id": f"c{i}", "path": f"src/f{i % 17}.py",
+            "text": " ".join(WORDS[j] for j in rng.integers(0, len(WORDS), 12)),
+            "vector": (vec / np.linalg.norm(vec)).tolist(),
+        })
+    uri = str(tmp_path_factory.mktemp("lance") / "db")
+    tbl = lancedb().connect(uri).create_table("code", rows)
+    tbl.create_fts_index("text")
+    return uri
+
+
+def _both(uri: str, build: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows `build(table.query())` gives through the native core and through LanceDB."""
+    async def go() -> tuple[Any, Any]:
+        native = await lance_read.open_table(uri, "code")
+        assert isinstance(native, lance_read.ReadTable)
+        full = await (await lancedb().connect_async(uri)).open_table("code")
+        return (await build(native.query()).to_arrow(), await build(full.query()).to_arrow())
+
+    a, b = asyncio.run(go())
+    assert a.schema.names == b.schema.names
+    return a.to_pylist(), b.to_pylist()
+
+
+def test_filtered_scan_matches(db_uri: str) -> None:
+    a, b = _both(db_uri, lambda q: q.where("path IN ('src/f1.py', 'src/f2.py')")
+                 .select(["id", "path", "text"]).limit(50))
+    assert a == b and 0 < len(a) <= 50
+    assert {r["path"] for r in a} == {"src/f1.py", "src/f2.py"}
+    a, b = _both(db_uri, lambda q: q.with_row_id().select(["id", "vector"]))
+    assert a == b and len(a) == 300 and "_rowid" in a[0]
+
+
+def test_full_text_search_matches(db_uri: str) -> None:
+    a, b = _both(db_uri, lambda q: q.nearest_to_text("render title", columns="text").limit(20)
+                 .where("path != 'src/f3.py'").select(["id", "path", "_score"]))
+    assert a == b and len(a) == 20
+    assert all(r["path"] != "src/f3.py" for r in a)
+    a, b = _both(db_uri, lambda q: q.nearest_to_text("console").limit(10).with_row_id()
+                 .select(["_score"]))
+    assert a == b and len(a) == 10 and set(a[0]) == {"_score", "_rowid"}
+
+
+def test_vector_search_matches(db_uri: str) -> None:
+    vec = np.ones(DIMS, dtype=np.float32) / np.sqrt(DIMS)
+    a, b = _both(db_uri, lambda q: q.nearest_to(vec).column("vector").distance_type("dot")
+                 .nprobes(20).refine_factor(5).where("path = 'src/f4.py'").limit(5)
+                 .select(["id", "path", "_distance"]))
+    assert a == b and len(a) == 5
+    assert [r["_distance"] for r in a] == sorted(r["_distance"] for r in a)
+
+
+def test_read_rows_inside_and_outside_an_event_loop(db_uri: str) -> None:
+    where = "id IN ('c1', 'c2', 'c3')"
+    rows = lance_read.read_rows(db_uri, "code", where, ["id"]).to_pylist()
+    assert sorted(r["id"] for r in rows) == ["c1", "c2", "c3"]
+
+    async def inside() -> Any:
+        return lance_read.read_rows(db_uri, "code", where, ["id"])
+
+    assert asyncio.run(inside()).to_pylist() == rows
+
+
+def test_reading_does_not_import_lancedb(db_uri: str, tmp_path: Path) -> None:
+    """What a cold `hydra-rag search` pays for: the native core, not LanceDB's Python layer."""
+    code = (
+        "import asyncio, sys\n"
+        "from hydra_rag.store import lance_read\n"
+        f"uri = {db_uri!r}\n"
+        "async def go():\n"
+        "    t = await lance_read.open_table(uri, 'code')\n"
+        "    return await t.query().nearest_to_text('alpha').limit(3).select(['id']).to_arrow()\n"
+        "print('ROWS', asyncio.run(go()).num_rows)\n"
+        "print('ROWS', lance_read.read_rows(uri, 'code', \"id = 'c9'\", ['id']).num_rows)\n"
+        "print('LOADED', sorted(m for m in ('lancedb', 'lance_namespace', 'pydantic')"
+        " if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:3] == ["ROWS 3", "ROWS 1", "LOADED []"], proc.stdout
+
+
+def test_a_search_process_imports_lancedb_afterwards_with_the_same_core(db_uri: str,
+                                                                        tmp_path: Path) -> None:
+    """A process that read through the core alone and then writes (an index after a search in
+    the warm process) gets LanceDB's package over the very same core."""
+    code = (
+        "import sys\n"
+        "from hydra_rag.store import lance_read\n"
+        f"uri = {db_uri!r}\n"
+        "lance_read.read_rows(uri, 'code', \"id = 'c9'\", ['id'])\n"
+        "core = sys.modules['lancedb._lancedb']\n"
+        "from hydra_rag.store.lance import lancedb\n"
+        "db = lancedb().connect(uri)\n"
+        "print('SAME', sys.modules['lancedb._lancedb'] is core, db.open_table('code').count_rows())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "SAME True 300" in proc.stdout, proc.stdout
