@@ -82,6 +82,8 @@ def test_coverage_and_weak() -> None:
     assert not weak(hit({"bm25": 3}, None, "capital of Mongolia"), q)
     assert not weak(hit({"literal": 1}, 0.05), q)
     assert not weak(hit({"term:get_user": 1}, None), "where is get_user")
+    # `search Console.print` showed the method's own definition as "weak: not about this"
+    assert not weak(hit({"definition": 1}, None), "Console.print")
 
 
 def test_weak_edge_cases() -> None:
