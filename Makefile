@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install lint browser bench clean
+.PHONY: demo test install lint browser ocr bench clean
 
 # GPU=cuda (or vulkan, hip) adds a GPU backend to the llama.cpp build; GPU=none removes it.
 BUILD_LLAMA = $(BIN)/python -m hydra_rag.llamacpp.build $(if $(GPU),--gpu $(GPU))
@@ -19,8 +19,23 @@ $(BIN)/hydra-rag: pyproject.toml
 
 # Every time: rebuilds llama.cpp only if this machine's probe, the pinned version or the
 # installed files no longer match the build (a venv moved to another processor, say).
-install: $(BIN)/hydra-rag
+install: $(BIN)/hydra-rag ocr
 	$(BUILD_LLAMA)
+
+# Scanned PDFs and included images are read by Debian's Tesseract (hydra_rag.documents.ocr).
+# Installed here when missing, which takes root; otherwise one line says how, and such pages
+# are skipped with that reason.
+ocr:
+	@if ! command -v tesseract >/dev/null 2>&1; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's tesseract-ocr (OCR of scanned pages)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr; } \
+	      >/tmp/hydra-rag-tesseract.log 2>&1 \
+	      || { tail -20 /tmp/hydra-rag-tesseract.log; exit 1; }; \
+	  else \
+	    echo "no tesseract: scanned pages are skipped (as root: apt-get install tesseract-ocr)"; \
+	  fi; \
+	fi
 
 demo: install
 	$(BIN)/hydra-rag rag setup

@@ -1,8 +1,8 @@
 """Documents end to end: SciFact abstracts laid out as PDF and DOCX reports and as HTML pages,
 indexed and searched next to the same text as Markdown, in the same run.
 
-    python bench/documents.py [--docs 500] [--queries 300] [--layouts md,md-paras,pdf,docx,html,html-divs]
-                              [--json]
+    python bench/documents.py [--docs 500] [--queries 300] [--json]
+                              [--layouts md,md-paras,pdf,docx,html,html-divs,scan]
 
 The abstracts (../shared/data/scifact: every abstract judged for the chosen training queries,
 then others up to --docs) are shuffled with a fixed seed and grouped into reports of 20, each
@@ -17,7 +17,11 @@ The same reports are written as
 * `docx`: python-docx, Heading 1 per report, Heading 2 per abstract, a page break every 3;
 * `html`: one page per report, the text in <main><article> inside a nav bar, a cookie banner,
   breadcrumbs, a sidebar of related titles, a "most read" box and a footer;
-* `html-divs`: the same page with no landmarks at all: classed <div>s only (the harder case).
+* `html-divs`: the same page with no landmarks at all: classed <div>s only (the harder case);
+* `scan`: the `pdf` reports as a scanner app saves them: every page a grey picture at 200 dpi
+  in an image-only PDF (Pillow), no text layer, read by OCR (Tesseract). Its `extract` column
+  is OCR through the extraction worker, the way `index` reads them (into the folder's cache,
+  which the index run then uses); pages/s there is OCR speed.
 
 Each layout is indexed in its own folder (bench/.work/documents/<layout>, rebuilt every run) with
 `hydra_rag.index.index_folder` and the configured embedder, and every query is searched
@@ -64,9 +68,10 @@ WRAP = 100
 DOCX_PER_PAGE = 3
 SEARCH_K = 40
 SHINGLE = 8
-LAYOUTS = ("md", "md-paras", "pdf", "docx", "html", "html-divs")
+LAYOUTS = ("md", "md-paras", "pdf", "docx", "html", "html-divs", "scan")
 SUFFIX = {"md": ".md", "md-paras": ".md", "pdf": ".pdf", "docx": ".docx", "html": ".html",
-          "html-divs": ".html"}
+          "html-divs": ".html", "scan": ".pdf"}
+SCAN_DPI = 200  # what scanner apps save by default: the scan layout's pictures
 CHROMIUM = ["/usr/lib/chromium/chromium", "/usr/bin/chromium"]
 
 NAV = ["Home", "Journals", "Browse by subject", "Submit a manuscript", "Editorial board",
@@ -234,6 +239,16 @@ def pdf_pages(path: Path) -> list[str]:
         pdf.close()
 
 
+def scan(pdf: Path, out: Path) -> None:
+    """A PDF as a scanner app saves it: each page a grey picture, no text layer (Pillow)."""
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(pdf))
+    images = [page.render(scale=SCAN_DPI / 72, grayscale=True).to_pil() for page in doc]
+    images[0].save(out, "PDF", resolution=SCAN_DPI, save_all=True, append_images=images[1:])
+    doc.close()
+
+
 def build(name: str, reps: list[list[Abstract]], tag: str) -> Layout:
     """The layout's folder, files written afresh (PDFs kept from an earlier run of the same
     set: chromium is the slow part); any old index removed."""
@@ -242,6 +257,12 @@ def build(name: str, reps: list[list[Abstract]], tag: str) -> Layout:
     src = WORK / "src" / f"{name}-{tag}"
     if name == "pdf" and src.exists():
         pass
+    elif name == "scan":
+        pdfs = build("pdf", reps, tag).files  # the same printed reports, then scanned
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir(parents=True)
+        for path in pdfs:
+            scan(path, src / path.name)
     else:
         shutil.rmtree(src, ignore_errors=True)
         src.mkdir(parents=True)
@@ -266,6 +287,8 @@ def build(name: str, reps: list[list[Abstract]], tag: str) -> Layout:
     for i, (report, path) in enumerate(zip(reps, lay.files, strict=True), 1):
         if name == "pdf":
             lay.pages[path.name] = pdf_pages(path)
+        elif name == "scan":  # the truth of a page: what the printed PDF has on it
+            lay.pages[path.name] = pdf_pages(WORK / "pdf" / path.name)
         elif name == "docx":
             pages = [f"Report {i}"]
             for j, a in enumerate(report):
@@ -383,10 +406,20 @@ def extraction(lay: Layout, reps: list[list[Abstract]]) -> dict[str, object]:
     secs = 0.0
     pages = found = want = 0
     leaks: dict[str, int] = {}
+    reader = None
+    if lay.name == "scan":
+        # Read by OCR as `index` reads them (the worker, Tesseract), once: into the folder's
+        # extraction cache, where the index run finds them.
+        from hydra_rag.config import load_settings
+        from hydra_rag.read.source import reader_for
+
+        reader = reader_for(load_settings(), lay.folder / ".hydra-index")
+        if reader.ocr is None:
+            raise SystemExit("the scan layout needs Tesseract: apt-get install tesseract-ocr")
     for path, report in zip(lay.files, reps, strict=True):
         fmt = format_of(path.name)
         t0 = time.perf_counter()
-        ex = extract_file(path, fmt)
+        ex = reader.read(path, fmt)[0] if reader else extract_file(path, fmt)
         secs += time.perf_counter() - t0
         pages += len(ex.starts)
         heads = {key(ln.lstrip("#")) for ln in ex.text.splitlines() if ln.startswith("#")}
@@ -396,6 +429,8 @@ def extraction(lay: Layout, reps: list[list[Abstract]]) -> dict[str, object]:
             if phrase in ex.text:
                 leaks[what] = leaks.get(what, 0) + 1
         # a "most read" or "related" title inside the text: another abstract's title leaked
+    if reader is not None:
+        reader.close()
     return {"extract_s": secs, "pages": pages or None, "heads": found / max(1, want),
             "leak": ",".join(f"{k}:{v}" for k, v in sorted(leaks.items()))}
 

@@ -39,6 +39,11 @@ class Settings:
     max_document_mb: float = 100.0
     document_timeout: float = 60.0  # seconds
     document_memory_mb: int = 2048
+    # Pages without a text layer (scans) and images named by --include are read by OCR with
+    # Tesseract (`ocr_command`), in these languages: Tesseract's codes joined by + (eng+deu);
+    # "off": never. A language needs its data package (apt-get install tesseract-ocr-deu).
+    ocr_languages: str = "eng"
+    ocr_command: str = "tesseract"
     # Memory a search process may use to hold small tables' vectors and rows (0: none); see
     # retrieve.Searcher for why.
     search_cache_mb: int = 128

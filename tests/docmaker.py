@@ -321,3 +321,51 @@ def ole_docx(path: Path) -> Path:
     """What Word writes for a password-protected .docx: an OLE compound file."""
     path.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504) + b"EncryptedPackage" * 64)
     return path
+
+
+# -- scans ----------------------------------------------------------------------------------
+
+
+def scanned(pdf: Path, out: Path, dpi: int = 200, keep_text: tuple[int, ...] = ()) -> Path:
+    """`pdf` as a scanner or a phone app makes it: each page a grey picture and no text layer
+    (Pillow writes the PDF), except the 0-based pages in `keep_text`, copied as they were."""
+    import pypdfium2 as pdfium
+
+    src = pdfium.PdfDocument(str(pdf))
+    images = [src[i].render(scale=dpi / 72, grayscale=True).to_pil() for i in range(len(src))]
+    pictures = out.with_suffix(".pictures.pdf")
+    images[0].save(pictures, "PDF", resolution=dpi, save_all=True, append_images=images[1:])
+    if not keep_text:
+        pictures.replace(out)
+        return out
+    scans = pdfium.PdfDocument(str(pictures))
+    mixed = pdfium.PdfDocument.new()
+    for i in range(len(src)):
+        mixed.import_pages(src if i in keep_text else scans, [i])
+    mixed.save(str(out))
+    pictures.unlink()
+    return out
+
+
+def scanned_image(pdf: Path, out: Path, page: int = 0, dpi: int = 200) -> Path:
+    """One page of `pdf` as a picture file (PNG, JPEG or TIFF by `out`'s suffix)."""
+    import pypdfium2 as pdfium
+
+    image = pdfium.PdfDocument(str(pdf))[page].render(scale=dpi / 72, grayscale=True).to_pil()
+    image.save(out)
+    return out
+
+
+def letter_pdf(path: Path, pages: list[list[str]]) -> Path:
+    """A plain PDF, one list of paragraphs per page (fpdf2, Helvetica 12 pt)."""
+    from fpdf import FPDF
+
+    doc = FPDF()
+    doc.set_font("helvetica", size=12)
+    for paragraphs in pages:
+        doc.add_page()
+        for para in paragraphs:
+            doc.multi_cell(0, 7, para, new_x="LMARGIN", new_y="NEXT")
+            doc.ln(4)
+    doc.output(str(path))
+    return path

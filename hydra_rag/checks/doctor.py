@@ -66,6 +66,7 @@ def run_checks(root: Path | None) -> list[Check]:
                 check = replace(check, status="warn", detail=check.detail + " (foreign_embedder)")
             checks.append(check)
     checks.append(_chat_check(settings))
+    checks.append(ocr_check(settings))
     if settings.rerank:
         checks.append(_reranker_check(settings))
     for rec in sidecar.all_records():  # before their records go: why a sidecar is gone
@@ -85,6 +86,19 @@ def run_checks(root: Path | None) -> list[Check]:
     if root is not None:
         checks.extend(check_index(root))
     return checks
+
+
+def ocr_check(settings: Settings) -> Check:
+    """Whether scanned pages can be read (hydra_rag.documents.ocr), and in which languages."""
+    from hydra_rag.documents import ocr
+
+    engine, why = ocr.for_settings(settings)
+    if engine is not None:
+        return Check("ok", "ocr", f"{engine.program}, languages {engine.languages}")
+    if not ocr.wanted(settings.ocr_languages):
+        return Check("ok", "ocr", why)
+    fix, _, detail = why.rpartition(": ") if "apt-get" in why else ("", "", why)
+    return Check("warn", "ocr", f"{fix or 'scanned pages are skipped'}", detail)
 
 
 def build_check() -> Check:

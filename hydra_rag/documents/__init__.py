@@ -25,14 +25,19 @@ FORMATS = {
     ".epub": "epub",
     ".rtf": "rtf",
     ".html": "html", ".htm": "html", ".xhtml": "html",
+    # Read by OCR, and only when --include names them (images are left out by name otherwise)
+    ".png": "image", ".jpg": "image", ".jpeg": "image", ".tif": "image", ".tiff": "image",
 }
+# Formats whose text may come from OCR (hydra_rag.documents.ocr): cached per OCR language.
+OCR_FORMATS = ("pdf", "image")
 # Anchors by format: what a page of it is called.
-UNITS = {"pdf": "page", "pptx": "slide", "epub": "chapter", "docx": "page", "odt": "page"}
+UNITS = {"pdf": "page", "pptx": "slide", "epub": "chapter", "docx": "page", "odt": "page",
+         "image": "page"}
 
 # Skip reasons of documents, as the index report and --dry-run count them, with what they mean.
 SKIPS = {
     "encrypted": "password-protected",
-    "scanned": "no text layer: a scan or pictures (OCR is not done)",
+    "scanned": "no text layer: a scan or pictures, and no OCR (see ocr_languages)",
     "corrupt": "broken, or not what its name says",
     "too_large": "over max_document_mb, over 32 MiB of text, or a decompression bomb",
     "timed_out": "took longer than document_timeout",

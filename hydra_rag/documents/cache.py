@@ -52,7 +52,7 @@ class Cache:
         except OSError:
             return 0
         for e in entries:
-            key = e.name.split(".", 1)[0]
+            key = e.name.split(".", 1)[0].split("~", 1)[0]  # a variant: key~ocr-eng
             if key not in keep or ".tmp" in e.name:  # a write a crash interrupted
                 try:
                     os.unlink(e.path)

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from hydra_rag.documents import UNITS, Extracted, Skip
+from hydra_rag.documents.ocr import SCANNED_HINT, Ocr
 from hydra_rag.documents.text import MAX_CHARS, Builder
 
 # An HTML file is a page to read when it says so (a doctype or <html>) and holds no template
@@ -29,13 +30,20 @@ def is_page(head: bytes, data: bytes) -> bool:
     return True
 
 
-def extract_file(path: Path, fmt: str, max_chars: int = MAX_CHARS) -> Extracted:
-    """The text and anchors of one document; raises Skip when it yields none."""
+def extract_file(path: Path, fmt: str, max_chars: int = MAX_CHARS, ocr_spec: str = "",
+                 ocr_why: str = "", page_timeout: float = 60.0) -> Extracted:
+    """The text and anchors of one document; raises Skip when it yields none. `ocr_spec`:
+    how pages without text are read (hydra_rag.documents.ocr; "" for not at all, `ocr_why`
+    saying why not)."""
     from hydra_rag.documents import office, pdf, web
 
     handlers = {"pdf": pdf.extract, "docx": office.docx, "odt": office.odt,
-                "pptx": office.pptx, "rtf": office.rtf, "epub": web.epub, "html": web.html}
+                "pptx": office.pptx, "rtf": office.rtf, "epub": web.epub, "html": web.html,
+                "image": _image}
     b = Builder(fmt, UNITS.get(fmt, ""), max_chars)
+    b.ocr = Ocr.from_spec(ocr_spec)
+    b.ocr_why = ocr_why or SCANNED_HINT
+    b.page_timeout = page_timeout
     try:
         handlers[fmt](path, b)
     except FileNotFoundError:
@@ -45,3 +53,22 @@ def extract_file(path: Path, fmt: str, max_chars: int = MAX_CHARS) -> Extracted:
     if not b.has_text():
         raise Skip("empty", "no text")
     return b.build()
+
+
+def _image(path: Path, b: Builder) -> None:
+    """An image file the user included (PNG, JPEG, TIFF): its text by OCR, page by page."""
+    from hydra_rag.documents import ocr
+    from hydra_rag.documents.pdf import _mark_hyphens, _rejoin
+
+    if b.ocr is None:
+        raise Skip("scanned", f"an image; {b.ocr_why}")
+    try:
+        pages = ocr.read_image(b.ocr, path, b.page_timeout)
+    except ocr.OcrError as exc:
+        raise Skip("timed_out" if "longer than" in str(exc) else "corrupt", str(exc)) from None
+    pages = _rejoin([_mark_hyphens(lines) for lines in pages])
+    for lines in pages:
+        b.anchor()
+        b.block("\n".join(lines))
+    if len(pages) < 2:
+        b.no_anchors()  # one picture: cited by its name and lines alone

@@ -143,7 +143,11 @@ def _reflow(lines: list[str], full: int) -> list[str]:
     joinable = False  # the line before was a full line of a paragraph
     for line in lines:
         if joinable and line.strip() and not _ITEM.match(line):
-            out[-1] = out[-1].rstrip() + " " + line.strip()
+            before = out[-1].rstrip()
+            # An identifier or a path broken where a printed line ends ("asn1_der_" then
+            # "decoding()", "src/" then "app.py") is one word again.
+            glue = "" if before.endswith(("_", "/")) and line.lstrip()[:1].isalnum() else " "
+            out[-1] = before + glue + line.strip()
         else:
             out.append(line)
         joinable = bool(line.strip()) and len(line.strip()) >= 0.85 * full
@@ -243,6 +247,44 @@ def _place(lines: list[str], heads: list[tuple[int, str]]) -> list[tuple[int, in
     return placed
 
 
+def _has_images(page: object) -> bool:
+    import pypdfium2.raw as raw
+
+    images = page.get_objects(filter=(raw.FPDF_PAGEOBJ_IMAGE,), max_depth=3)  # type: ignore[attr-defined]
+    return next(images, None) is not None
+
+
+def _ocr_page(page: object, b: Builder, number: int) -> list[str]:
+    """The printed lines OCR reads on a page without a text layer (rendered at ocr.DPI, grey),
+    a word hyphenated at a line's end marked as the text layer marks it (see _rejoin)."""
+    from hydra_rag.documents import ocr
+
+    assert b.ocr is not None
+    bitmap = page.render(scale=ocr.DPI / 72, grayscale=True)  # type: ignore[attr-defined]
+    try:
+        if bitmap.n_channels != 1:
+            raise Skip("corrupt", "PDFium did not render a grey page")
+        try:
+            lines = ocr.read_gray(b.ocr, bitmap.width, bitmap.height, bitmap.stride,
+                                  bytes(bitmap.buffer), b.page_timeout)
+        except ocr.OcrError as exc:
+            raise Skip("timed_out" if "longer than" in str(exc) else "corrupt",
+                       f"page {number}: {exc}") from None
+    finally:
+        bitmap.close()
+    return _mark_hyphens(lines)
+
+
+def _mark_hyphens(lines: list[str]) -> list[str]:
+    out = list(lines)
+    for i in range(len(out) - 1):
+        line, after = out[i].rstrip(), out[i + 1].lstrip()
+        if len(line) > 1 and line[-1] in "-\u00ad" and line[-2].isalpha() and after[:1].islower():
+            word, _, rest = after.partition(" ")
+            out[i], out[i + 1] = line[:-1] + _LINE_END_HYPHEN + word, rest
+    return out
+
+
 def extract(path: Path, b: Builder) -> None:
     import pypdfium2 as pdfium
 
@@ -256,7 +298,7 @@ def extract(path: Path, b: Builder) -> None:
     try:
         pages = len(pdf)
         heads = _outline(pdf, pages)
-        with_text = 0
+        with_text = scanned = unread = 0  # pages: with text, read by OCR, left unread
         texts: list[list[str]] = []
         for index in range(pages):
             try:
@@ -265,9 +307,16 @@ def extract(path: Path, b: Builder) -> None:
                 raise Skip("corrupt", f"page {index + 1}: {exc}") from None
             try:
                 lines = _page_lines(page)
+                text = "\n".join(lines)
+                if len(_WORD.findall(text, 0, 4096)) < MIN_PAGE_TEXT and _has_images(page):
+                    if b.ocr is None:
+                        unread += 1
+                    else:
+                        lines = _ocr_page(page, b, index + 1) or lines
+                        text = "\n".join(lines)
+                        scanned += 1
             finally:
                 page.close()
-            text = "\n".join(lines)
             if len(_WORD.findall(text, 0, 4096)) >= MIN_PAGE_TEXT:
                 with_text += 1
             texts.append(lines)
@@ -296,6 +345,10 @@ def extract(path: Path, b: Builder) -> None:
             else:
                 b.block("\n".join(lines))
         if pages and not with_text:
+            if unread:
+                raise Skip("scanned", f"{pages} pages, none with a text layer; {b.ocr_why}")
+            if scanned:
+                raise Skip("scanned", f"{pages} pages without a text layer; OCR read no text")
             raise Skip("scanned", f"{pages} pages, none with a text layer")
     finally:
         pdf.close()

@@ -19,10 +19,15 @@ from hydra_rag.documents import Extracted, Skip
 
 
 class Sandbox:
-    def __init__(self, timeout: float = 60.0, memory_mb: int = 2048, max_chars: int = 32 << 20):
+    def __init__(self, timeout: float = 60.0, memory_mb: int = 2048, max_chars: int = 32 << 20,
+                 ocr_spec: str = "", ocr_why: str = "", max_pages_s: float = 3600.0):
         self.timeout = timeout
         self.memory_mb = memory_mb
         self.max_chars = max_chars
+        self.ocr_spec = ocr_spec  # hydra_rag.documents.ocr.Ocr.spec, or "" (and why not)
+        self.ocr_why = ocr_why
+        # A document read by OCR gets `timeout` per page, up to this in all.
+        self.max_pages_s = max(timeout, max_pages_s)
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
@@ -72,13 +77,18 @@ class Sandbox:
         with self._lock:
             proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
             assert proc.stdin is not None and proc.stdout is not None
-            req = json.dumps({"path": str(path.absolute()), "format": fmt, "max_chars": self.max_chars,
-                              "cpu_s": self.timeout + 5})
-            deadline = time.monotonic() + self.timeout
+            cpu_s = (self.max_pages_s if self.ocr_spec else self.timeout) + 5
+            req = json.dumps({"path": str(path.absolute()), "format": fmt,
+                              "max_chars": self.max_chars, "cpu_s": cpu_s, "ocr": self.ocr_spec,
+                              "ocr_why": self.ocr_why, "page_timeout": self.timeout})
+            began = time.monotonic()
+            deadline = began + self.timeout
             try:
                 proc.stdin.write(req.encode() + b"\n")
                 proc.stdin.flush()
-                size = int.from_bytes(self._read(proc.stdout, 8, deadline), "big")
+                while not (size := int.from_bytes(self._read(proc.stdout, 8, deadline), "big")):
+                    # A page read by OCR: the bound starts again for the next, within the cap.
+                    deadline = min(time.monotonic() + self.timeout, began + self.max_pages_s)
                 answer = json.loads(self._read(proc.stdout, size, deadline + 30))
             except TimeoutError:
                 self._kill()

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 from hydra_rag.documents import Extracted, Skip
+from hydra_rag.documents.ocr import Ocr
 
 # Text a document may yield (characters). A 100 MB PDF of prose holds a few million; past
 # this it is a generated monster whose chunks nobody would read.
@@ -35,6 +36,10 @@ class Builder:
         self.starts: list[int] = []
         self.chars = 0
         self.max_chars = max_chars
+        # OCR of pages without text (hydra_rag.documents.ocr): the engine, or why there is none
+        self.ocr: Ocr | None = None
+        self.ocr_why = ""
+        self.page_timeout = 60.0  # seconds OCR may take on one page
 
     def _add(self, line: str) -> None:
         self.chars += len(line) + 1

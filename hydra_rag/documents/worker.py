@@ -1,9 +1,11 @@
 """The extraction worker: a child process that turns documents into text under a memory bound
 (RLIMIT_AS), so that a hostile file can only take this process down, never the index run.
 
-Requests are JSON lines on stdin ({"path", "format", "max_chars"}); each answer is an 8-byte
-big-endian length and a JSON object ({"ok": Extracted} or {"skip", "detail"}) on the file
-descriptor stdout had at start. Libraries that print are sent to stderr.
+Requests are JSON lines on stdin ({"path", "format", "max_chars", "cpu_s", and for OCR "ocr",
+"ocr_why", "page_timeout"}); each answer is an 8-byte big-endian length and a JSON object
+({"ok": Extracted} or {"skip", "detail"}) on the file descriptor stdout had at start, after
+as many empty frames (length 0) as pages were read by OCR meanwhile. Libraries that print are
+sent to stderr.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ def _answer(req: dict[str, Any], memory_mb: int) -> dict[str, Any]:
     from hydra_rag.documents.extract import extract_file
 
     try:
-        ex = extract_file(Path(req["path"]), req["format"], int(req["max_chars"]))
+        ex = extract_file(Path(req["path"]), req["format"], int(req["max_chars"]),
+                          str(req.get("ocr", "")), str(req.get("ocr_why", "")),
+                          float(req.get("page_timeout", 60.0)))
         return {"ok": ex.to_json()}
     except Skip as s:
         return {"skip": s.reason, "detail": s.detail}
@@ -41,6 +45,14 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash leaves no core file behind
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever a library prints goes to stderr, not into the answers
+
+    def still_at_work() -> None:  # a page read by OCR: an empty frame (length 0)
+        out.write(bytes(8))
+        out.flush()
+
+    from hydra_rag.documents import ocr
+
+    ocr.on_page = still_at_work
     for line in sys.stdin.buffer:
         if not line.strip():
             continue

@@ -96,6 +96,7 @@ class Run(State):
         store.journal_path.unlink(missing_ok=True)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self.meta["extractor_version"] = EXTRACTOR_VERSION  # once every document was read by it
+        self.meta["ocr"] = self.docs.ocr_tag
         store.write_meta(self.meta)
         if self.live is not None:
             rebuild.switch(store)
@@ -168,12 +169,13 @@ class Run(State):
         read it); only the entries of the files it changes are read whole."""
         store, report = self.store, self.report
         report.files_seen = len(walked.files)
-        d = diff(self.root, walked, light, self.meta)
+        d = diff(self.root, walked, light, self.meta, self.docs.ocr_tag)
         if not light:
             # Nothing recorded yet (a first index, a new generation): every document this
             # store will hold is read by this extractor, so an interrupted run's successor
             # need not read again the ones it recorded.
             self.meta["extractor_version"] = EXTRACTOR_VERSION
+            self.meta["ocr"] = self.docs.ocr_tag
         if self.selection is not None:
             # Written with meta.yaml before any row: a run that resumes this one, interrupted,
             # walks the same files.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hydra_rag.catalog import Embedder, foreign_for
 from hydra_rag.config import Settings, chosen_embedder, table_embedder
-from hydra_rag.documents import EXTRACTOR_VERSION, format_of
+from hydra_rag.documents import EXTRACTOR_VERSION, OCR_FORMATS, format_of
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.index.contextualize import Contextualizer
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
@@ -388,24 +388,30 @@ class Diff:
 
 
 def diff(root: Path, walked: WalkResult, files: Mapping[str, FileEntry | Light],
-         meta: dict[str, Any]) -> Diff:
+         meta: dict[str, Any], ocr: str = "") -> Diff:
     """Compare a walk with files.db by (size, mtime); a file whose stat changed is hashed,
     and is only `touched` if its content did not. Reads files, writes nothing."""
     d = Diff(skipped=Counter(walked.skipped))
     # Files of a document format indexed by another extractor version (or as plain text,
     # before documents were read) are read again, once.
     redo_docs = meta.get("extractor_version") != EXTRACTOR_VERSION
+    # PDFs and images read with other OCR languages than now (`ocr`: "" for no OCR) are read
+    # again, and so are the scans skipped for want of OCR once it can be done.
+    redo_ocr = meta.get("ocr", "") != ocr
     # An index made with --include-secrets, walked now without: a text file it holds may hold
     # a private key, and an unchanged file is not read again otherwise (those named as secrets
     # leave with the walk).
     was_secrets = recorded_secrets(meta)
     for cand in walked.files:
         e = files.get(cand.rel)
-        redo = redo_docs and format_of(cand.rel) is not None
+        fmt = format_of(cand.rel)
+        redo = (redo_docs and fmt is not None) or (redo_ocr and fmt in OCR_FORMATS)
         if e is None:
             d.reread.append(cand)
             d.added.append(cand.rel)
             continue
+        if ocr and e.skip == "scanned":
+            redo = True
         if (was_secrets and not cand.secrets and e.kind and not e.skip
                 and _holds_private_key(root / cand.rel)):
             redo = True

@@ -144,7 +144,10 @@ def folder_status(path: Path, settings: Settings, include: list[str] | None = No
                      for t in TABLES}
 
     walked = walker(root, include, exclude, settings, recorded_secrets(meta)).walk()
-    d = diff(root, walked, recorded, meta)
+    from hydra_rag.documents import ocr
+
+    engine, _ = ocr.for_settings(settings)
+    d = diff(root, walked, recorded, meta, engine.languages if engine else "")
     status.skipped = dict(sorted(d.skipped.items()))
     if status.state != NOT_INDEXED:
         status.added, status.changed, status.removed = d.added, d.changed, d.removed

@@ -37,7 +37,11 @@ class Source:
 
 
 def reader_for(settings: Any, index_dir: Path | None, write: bool = True) -> Reader:
-    return Reader(settings.document_timeout, settings.document_memory_mb, index_dir, write)
+    from hydra_rag.documents import ocr
+
+    engine, why = ocr.for_settings(settings)
+    return Reader(settings.document_timeout, settings.document_memory_mb, index_dir, write,
+                  engine, why)
 
 
 def read_source(root: Path, cand: Candidate, reader: Reader | None) -> Source:

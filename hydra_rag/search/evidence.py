@@ -121,6 +121,14 @@ def line_scores(text: str, query: str) -> tuple[list[float], list[int]]:
     return [s for s, _ in scored], [min(a for a, _ in spans) if spans else 0 for _, spans in scored]
 
 
+def best_lines(text: str, query: str) -> list[int]:
+    """The 0-based lines of a chunk that match the query best (ties all kept; none when no
+    line holds any of its words: a hit found by meaning alone)."""
+    scores, _ = line_scores(text, query)
+    top = max(scores, default=0.0)
+    return [i for i, s in enumerate(scores) if s == top] if top > 0 else []
+
+
 def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINES,
                    whole: bool = False) -> list[Line]:
     """The lines of a chunk that best match the query, in file order: the ones holding its

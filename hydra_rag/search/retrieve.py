@@ -37,12 +37,13 @@ from typing import Any
 
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings, chosen_embedder
-from hydra_rag.documents import text_anchors
+from hydra_rag.documents import anchors, text_anchors
 from hydra_rag.errors import HydraError
 from hydra_rag.models.embed import EmbedClient, connect
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.search import definitions
 from hydra_rag.search.definitions import wanted
+from hydra_rag.search.evidence import best_lines
 from hydra_rag.search.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
     CANDIDATES,
     CODE_DENSE_WEIGHT,
@@ -381,6 +382,16 @@ class Searcher(TableQueries):
             self._kept = {key: where.select(store.file_list.light(), str(store.root))}  # the latest one only
         return self._kept[key]
 
+    @staticmethod
+    def _pages(starts: list[int], line_start: int, text: str, query: str) -> tuple[int, int]:
+        """The pages (slides, chapters) a document's hit is cited by: those of the lines that
+        match the query best, else the chunk's whole span."""
+        best = best_lines(text, query)
+        if not best:
+            return text_anchors(starts, line_start, text)
+        pages = [anchors(starts, line_start + i, line_start + i)[0] for i in best]
+        return min(pages), max(pages)
+
     def fused(self, query: str, tables: Sequence[str] = TABLES, candidates: int = CANDIDATES,
               also: str | None = None, methods: Sequence[str] = METHODS,
               k: int | None = None, where: PathFilter | None = None) -> list[Hit]:
@@ -443,8 +454,8 @@ class Searcher(TableQueries):
                 documents[r["store"]] = self._documents(r["store"])
             doc = documents[r["store"]].get(r["path"])
             unit = doc.get("unit", "") if doc else ""
-            first, last = (text_anchors(doc.get("starts") or [], ls, r["text"]) if unit and doc
-                           else (0, 0))
+            first, last = (self._pages(doc.get("starts") or [], ls, r["text"], query)
+                           if unit and doc else (0, 0))
             hits.append(Hit(r["store"], r["path"], r["kind"], ls, le, r["text"], score, ranks,
                             r["id"], found.similarity.get(key), section=r.get("section") or "",
                             embedder=found.embedder.get(key, ""),

@@ -303,6 +303,28 @@ def test_pdf_words_broken_at_a_line_end_are_rejoined_only_if_they_are_words(
     assert "a well-established habit" in text
 
 
+def test_pdf_identifiers_broken_at_a_line_end_are_one_word_again(tmp_path: Path) -> None:
+    """A user copied "asn1_der_decoding() returns" from a PDF and searched: extraction had made
+    it "asn1_der_ decoding()"."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=11)
+    for line in ["The parser hands each certificate to the decoder, which calls asn1_der_",
+                 "decoding() on the body, then reads the configuration file named in the src/",
+                 "config/limits.toml file of the checkout, and then it returns to the caller",
+                 "with the fields it found, in the order in which the certificate holds them,",
+                 "so that the caller may check each of them against the policy of the site it",
+                 "serves, which names the issuers it trusts and the key sizes it accepts."]:
+        pdf.cell(0, 6, line, new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "ids.pdf"
+    pdf.output(str(path))
+    text = " ".join(extract_file(path, "pdf").text.split())
+    assert "calls asn1_der_decoding() on the body" in text, text
+    assert "named in the src/config/limits.toml file" in text, text
+
+
 def test_pdf_paragraphs_are_found_by_their_gaps_and_reflowed(tmp_path: Path) -> None:
     from fpdf import FPDF
 
@@ -321,3 +343,15 @@ def test_pdf_paragraphs_are_found_by_their_gaps_and_reflowed(tmp_path: Path) -> 
     assert blocks == paragraphs
     # Reflowed and wrapped as a Markdown file: no line is a printer's short leftover.
     assert all(len(ln) <= 100 for ln in text.splitlines())
+
+
+def test_a_hit_is_cited_by_the_page_of_its_matching_lines() -> None:
+    """A one-chunk Word file was cited "pp. 1–3" although the answer was on page 2."""
+    from hydra_rag.search.retrieve import Searcher
+
+    starts = [1, 4, 7]  # pages 1, 2, 3 begin on lines 1, 4 and 7
+    text = "\n".join(["Budget overview", "", "Travel costs rose.", "The ferry timetable",
+                      "changed in March.", "", "Staff were hired.", "Audit closed."])
+    assert Searcher._pages(starts, 1, text, "ferry timetable") == (2, 2)
+    assert Searcher._pages(starts, 1, text, "travel and audit") == (1, 3)  # both lines tie
+    assert Searcher._pages(starts, 1, text, "photosynthesis") == (1, 3)  # no line: the span

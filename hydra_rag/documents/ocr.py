@@ -1,0 +1,140 @@
+"""OCR: the text of pages that have none, through Tesseract (Debian's `tesseract-ocr`).
+
+A PDF page without a text layer (a scan, a phone app's photo) is rendered by PDFium at 300 dpi
+in grey and handed to `tesseract` on stdin; an image file the user included (PNG, JPEG, TIFF)
+is handed over by path. Tesseract runs as a child of the extraction worker, so the worker's
+memory bound holds it too, with a time bound per page; one OpenMP thread, because on a busy
+two-core machine its threads wait for each other (2.1 s a page with one, 4.1 s with two, in
+one run here). Without the program, such pages are skipped with a reason that says how to get
+it (`SCANNED_HINT`).
+
+An OCR configuration travels as one string, `Ocr.spec` ("tesseract|eng+deu"; "" when OCR is
+off or cannot run): the worker's request carries it, and the extraction cache keys the texts
+of PDFs and images with it, so that other languages read the pages again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+DPI = 300
+INSTALL = "apt-get install tesseract-ocr"
+# What a user reads where pages could not be read for want of OCR.
+SCANNED_HINT = f"OCR needs Tesseract: {INSTALL} (as root)"
+OFF = ("", "off", "none", "no", "false")
+_LANG = re.compile(r"^[A-Za-z0-9_]+$")
+
+# Called after each page read by OCR: the worker tells the parent it is still at work, so the
+# time bound holds per page rather than for a whole scanned book.
+on_page: Callable[[], None] | None = None
+
+
+class OcrError(Exception):
+    """OCR could not run on a page or an image: the message says why."""
+
+
+@dataclass(frozen=True)
+class Ocr:
+    program: str  # the path of `tesseract`
+    languages: str  # Tesseract's codes joined by +
+
+    @property
+    def spec(self) -> str:
+        return f"{self.program}|{self.languages}"
+
+    @classmethod
+    def from_spec(cls, spec: str) -> Ocr | None:
+        program, _, languages = spec.partition("|")
+        return cls(program, languages) if program and languages else None
+
+
+def wanted(languages: str) -> bool:
+    return languages.strip().lower() not in OFF
+
+
+def program(command: str = "tesseract") -> str | None:
+    """The path of the Tesseract program `command` names, or None where there is none."""
+    return shutil.which(command)
+
+
+@cache
+def installed_languages(prog: str) -> frozenset[str]:
+    """The languages Tesseract has data for (`tesseract --list-langs`)."""
+    try:
+        proc = subprocess.run([prog, "--list-langs"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    lines = (proc.stdout + proc.stderr).splitlines()
+    return frozenset(ln.strip() for ln in lines
+                     if ln.strip() and not ln.startswith("List of") and _LANG.match(ln.strip()))
+
+
+def configure(languages: str, command: str = "tesseract") -> tuple[Ocr | None, str]:
+    """(the OCR to use, "") or (None, why not): off by setting, the program missing, or a
+    language without its data (a clear message naming the package to install)."""
+    if not wanted(languages):
+        return None, "OCR is off (ocr_languages: off)"
+    prog = program(command)
+    if prog is None:
+        return None, SCANNED_HINT
+    codes = [c.strip() for c in languages.split("+") if c.strip()]
+    bad = [c for c in codes if not _LANG.match(c)]
+    if bad:
+        return None, f"ocr_languages: {bad[0]!r} is not a Tesseract language code (eng, deu, …)"
+    have = installed_languages(prog)
+    missing = [c for c in codes if c not in have]
+    if missing:
+        pkgs = " ".join(f"tesseract-ocr-{c.lower().replace('_', '-')}" for c in missing)
+        return None, (f"Tesseract has no data for {', '.join(missing)} (it has "
+                      f"{', '.join(sorted(have - {'osd'})) or 'none'}): apt-get install {pkgs}")
+    return Ocr(prog, "+".join(codes)), ""
+
+
+def for_settings(settings: Any) -> tuple[Ocr | None, str]:
+    """`configure` with a run's settings (`ocr_languages`, `ocr_command`)."""
+    return configure(settings.ocr_languages, settings.ocr_command)
+
+
+def _run(ocr: Ocr, source: str, data: bytes | None, timeout: float) -> str:
+    cmd = [ocr.program, source, "stdout", "-l", ocr.languages, "--dpi", str(DPI)]
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    try:
+        proc = subprocess.run(cmd, input=data, capture_output=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise OcrError(f"OCR took longer than {timeout:g} s") from None
+    except OSError as exc:
+        raise OcrError(f"cannot run {ocr.program}: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise OcrError(f"tesseract failed ({said[-1] if said else f'exit {proc.returncode}'})")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def read_gray(ocr: Ocr, width: int, height: int, stride: int, pixels: bytes,
+              timeout: float) -> list[str]:
+    """The lines Tesseract reads in a grey image (one byte a pixel, rows `stride` apart)."""
+    rows = pixels if stride == width else b"".join(
+        pixels[y * stride : y * stride + width] for y in range(height))
+    text = _run(ocr, "stdin", f"P5\n{width} {height}\n255\n".encode() + rows, timeout)
+    if on_page is not None:
+        on_page()
+    return text.replace("\f", "").splitlines()
+
+
+def read_image(ocr: Ocr, path: Path, timeout: float) -> list[list[str]]:
+    """The lines of each page of an image file (a TIFF may hold several)."""
+    text = _run(ocr, str(path), None, timeout)
+    if on_page is not None:
+        on_page()
+    pages = text.split("\f")
+    if len(pages) > 1 and not pages[-1].strip():
+        pages.pop()  # the form feed after the last page
+    return [p.splitlines() for p in pages]
