@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install lint browser ocr bench clean
+.PHONY: demo test install lint browser ocr bench bench-documents clean
 
 # GPU=cuda (or vulkan, hip) adds a GPU backend to the llama.cpp build; GPU=none removes it.
 BUILD_LLAMA = $(BIN)/python -m hydra_rag.llamacpp.build $(if $(GPU),--gpu $(GPU))
@@ -69,6 +69,18 @@ test: lint browser
 bench: install
 	$(BIN)/python bench/index_throughput.py
 	$(BIN)/python bench/chat_latency.py
+
+# bench/documents.py's other writers (bench/doc_writers.py): pandoc and LibreOffice from Debian
+# (as root), reportlab and ebooklib from PyPI (the `bench` extra).
+bench-documents: install
+	@for pkg in pandoc:pandoc soffice:libreoffice-writer-nogui; do \
+	  command -v $${pkg%%:*} >/dev/null 2>&1 && continue; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends $${pkg#*:} >/dev/null || exit 1; \
+	  else echo "as root: apt-get install $${pkg#*:}"; exit 1; fi; \
+	done
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[bench]'
 
 clean:
 	rm -rf $(VENV) .test-home .hydra-index bench/.work

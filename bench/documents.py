@@ -59,6 +59,7 @@ from html import escape
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import doc_writers  # noqa: E402  (other writers: reportlab, fpdf2, pandoc, LibreOffice, …)
 import retrieval_quality as rq  # noqa: E402  (data loading, same queries and judgements)
 
 HERE = Path(__file__).resolve().parent
@@ -71,6 +72,7 @@ SHINGLE = 8
 LAYOUTS = ("md", "md-paras", "pdf", "docx", "html", "html-divs", "scan")
 SUFFIX = {"md": ".md", "md-paras": ".md", "pdf": ".pdf", "docx": ".docx", "html": ".html",
           "html-divs": ".html", "scan": ".pdf"}
+SUFFIX.update(doc_writers.SUFFIX)
 SCAN_DPI = 200  # what scanner apps save by default: the scan layout's pictures
 CHROMIUM = ["/usr/lib/chromium/chromium", "/usr/bin/chromium"]
 
@@ -267,9 +269,15 @@ def build(name: str, reps: list[list[Abstract]], tag: str) -> Layout:
         shutil.rmtree(src, ignore_errors=True)
         src.mkdir(parents=True)
         flat = [a for r in reps for a in r]
+        if name in doc_writers.WRITERS:
+            doc_writers.write_all(
+                name, [(i, r, src / f"report-{i:03d}{SUFFIX[name]}") for i, r in enumerate(reps, 1)],
+                paragraphs, write_md, write_docx)
         todo = []
         for i, report in enumerate(reps, 1):
             path = src / f"report-{i:03d}{SUFFIX[name]}"
+            if name in doc_writers.WRITERS:
+                continue
             if name in ("md", "md-paras"):
                 write_md(i, report, path, wrap=name == "md")
             elif name == "pdf":
@@ -285,7 +293,7 @@ def build(name: str, reps: list[list[Abstract]], tag: str) -> Layout:
     shutil.copytree(src, folder)
     lay.files = sorted(folder.glob("report-*"))
     for i, (report, path) in enumerate(zip(reps, lay.files, strict=True), 1):
-        if name == "pdf":
+        if name == "pdf" or name.startswith("pdf-"):
             lay.pages[path.name] = pdf_pages(path)
         elif name == "scan":  # the truth of a page: what the printed PDF has on it
             lay.pages[path.name] = pdf_pages(WORK / "pdf" / path.name)
@@ -449,13 +457,20 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=500,
                     help="abstracts: every judged one of the queries, then others up to N in all")
     ap.add_argument("--queries", type=int, default=300, help="0: every training query")
-    ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--layouts", default=",".join(LAYOUTS),
+                    help="also: " + ",".join(doc_writers.WRITERS) + " (or 'writers' for all)")
     ap.add_argument("--json", action="store_true", help="one JSON line per layout")
     args = ap.parse_args()
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
     subprocess.run([sys.executable, "-m", "hydra_rag", "rag", "setup"], check=True,
                    capture_output=True)
-    layouts = args.layouts.split(",")
+    layouts = [x for w in args.layouts.split(",")
+               for x in (doc_writers.WRITERS if w == "writers" else [w])]
+    unknown = [w for w in layouts if w not in LAYOUTS + doc_writers.WRITERS]
+    if unknown:
+        raise SystemExit(f"unknown layouts: {', '.join(unknown)}")
+    if lacking := [w for w in layouts if w in doc_writers.WRITERS] and doc_writers.missing():
+        raise SystemExit("the writers' layouts need: " + "; ".join(lacking))
     if "md" not in layouts:
         layouts.insert(0, "md")
     queries, qrels = rq.load("scifact", args.queries or 10**9)
