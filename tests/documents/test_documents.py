@@ -318,7 +318,9 @@ def _index_files(root: Path) -> dict[str, Any]:
 
 
 def _cached_keys(root: Path) -> set[str]:
-    return {p.name.split(".", 1)[0] for p in (root / ".hydra-index" / "extracted").iterdir()}
+    # a PDF's text may have been read by OCR: cached as KEY~ocr-LANGUAGES
+    return {p.name.split(".", 1)[0].split("~", 1)[0]
+            for p in (root / ".hydra-index" / "extracted").iterdir()}
 
 
 def _stored_ids(root: Path) -> set[str]:
@@ -337,8 +339,9 @@ def library(session_home: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     got: dict[str, Any] = {"root": root, "index": _index(root)}
     got["files"] = _index_files(root)
     got["cached"] = _cached_keys(root)
-    with gzip.open(root / ".hydra-index" / "extracted" / f"{got['files']['report.pdf']['doc']['key']}"
-                   ".json.gz", "rt") as f:
+    key = got["files"]["report.pdf"]["doc"]["key"]
+    cached = next((root / ".hydra-index" / "extracted").glob(f"{key}*.json.gz"))
+    with gzip.open(cached, "rt") as f:
         got["report_text"] = json.load(f)["text"]
     got["dry_run"] = _cli_json("index", str(root), "--dry-run", "--json")
     proc = run_cli("index", str(root), "--dry-run", env={"COLUMNS": "200"})
