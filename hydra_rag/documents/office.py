@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.documents import Skip
+from hydra_rag.documents.heads import levels
 from hydra_rag.documents.text import Builder, open_zip, read_member, xml_parser
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -65,6 +66,8 @@ class _Docx:
     def __init__(self, doc: Any, b: Builder) -> None:
         self.doc = doc
         self.b = b
+        # Headings told by type (heads.levels) when no paragraph is one by style or level.
+        self.typed: dict[Any, int] = {}
         # Word records where pages broke when it last laid the file out; without that (files
         # written by programs), explicit page breaks are all there is.
         self.rendered = bool(doc.element.body.xpath(".//w:lastRenderedPageBreak"))
@@ -95,7 +98,7 @@ class _Docx:
         if not self.rendered and p.xpath("./w:pPr/w:pageBreakBefore[not(@w:val='0' or "
                                          "@w:val='false')]"):
             self.b.anchor()
-        level = _outline_level(Paragraph(p, self.doc._body))
+        level = self.typed.get(p) or _outline_level(Paragraph(p, self.doc._body))
         for i, text in enumerate(self.segments(p)):
             if i:
                 self.b.anchor()
@@ -139,17 +142,54 @@ class _Docx:
                 self.walk(el)
 
 
+def _default_size(doc: Any) -> float:
+    """The size of text that sets none: the Normal style's, else 11 pt (Word's)."""
+    try:
+        size = doc.styles["Normal"].font.size
+    except KeyError:
+        size = None
+    return float(size.pt) if size is not None else 11.0
+
+
+def _type(p: Any, default: float) -> tuple[float, bool, str] | None:
+    """A paragraph's type as heads.levels reads it: the largest size its runs set (`default`
+    where none does), whether every run with text is bold, its text. None inside a table."""
+    if any(a.tag == _w("tbl") for a in p.iterancestors()):
+        return None
+    size, bolds, text = 0.0, [], []
+    for r in p.iter(_w("r")):
+        t = "".join(x.text or "" for x in r.iter(_w("t")))
+        if not t.strip():
+            continue
+        rpr = r.find(_w("rPr"))
+        sz = rpr.find(_w("sz")) if rpr is not None else None
+        val = sz.get(_w("val"), "") if sz is not None else ""
+        if val.isdigit():
+            size = max(size, int(val) / 2)
+        b = rpr.find(_w("b")) if rpr is not None else None
+        bolds.append(b is not None and b.get(_w("val"), "true") not in ("0", "false"))
+        text.append(t)
+    return (size or default, bool(bolds) and all(bolds), "".join(text))
+
+
 def docx(path: Path, b: Builder) -> None:
     open_zip(path).close()
     import docx as python_docx
     from docx.opc.exceptions import PackageNotFoundError
+    from docx.text.paragraph import Paragraph
 
     try:
         doc = python_docx.Document(str(path))
     except (PackageNotFoundError, KeyError, ValueError) as exc:
         raise Skip("corrupt", f"not a Word document ({exc})") from None
     b.anchor()
-    _Docx(doc, b).walk(doc.element.body)
+    walker = _Docx(doc, b)
+    body = doc.element.body
+    paragraphs = list(body.iter(_w("p")))
+    if not any(_outline_level(Paragraph(p, doc._body)) for p in paragraphs):
+        found = levels([_type(p, _default_size(doc)) for p in paragraphs])
+        walker.typed = {p: lv for p, lv in zip(paragraphs, found, strict=True) if lv}
+    walker.walk(body)
     if len(b.starts) == 1:
         b.no_anchors()  # no page breaks recorded: the pages are not known
 

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from hydra_rag.documents import Skip
+from hydra_rag.documents.heads import HEAD, find_headings, mark, unmark
 from hydra_rag.documents.text import Builder
 
 # A page with fewer letters or digits than this holds no text layer to speak of; a PDF made of
@@ -27,6 +28,7 @@ _DIGITS = re.compile(r"\d+")
 EDGE = 2  # lines at a page's top and bottom where running heads and page numbers are printed
 
 
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _HYPHENS = ("\x02", "\ufffe")  # PDFium's marks for a hyphen it joined or could not map
 _LINE_END_HYPHEN = "\ue000"  # a hyphen at a printed line's end, resolved for the whole document
 _BROKEN_WORD = re.compile(r"(\w+)\ue000(\w*)")
@@ -58,16 +60,40 @@ def _page_lines(page: object) -> list[str]:
         except Exception:  # noqa: BLE001 - no box: no geometry for this character
             return None
 
+    def style(first: int, last: int) -> str:
+        """The line's type as a mark (hydra_rag.documents.heads): the size of its
+        largest end and whether both ends are bold."""
+        import pypdfium2.raw as raw
+
+        sizes = [raw.FPDFText_GetFontSize(tp.raw, i) for i in (first, last)]
+        return mark(max(sizes), all(bold(i) for i in (first, last)))
+
+    def bold(index: int) -> bool:
+        import ctypes
+
+        import pypdfium2.raw as raw
+
+        if raw.FPDFText_GetFontWeight(tp.raw, index) >= 600:
+            return True
+        # The standard fonts have no weight: their name says it (Helvetica-Bold).
+        name = ctypes.create_string_buffer(128)
+        raw.FPDFText_GetFontInfo(tp.raw, index, name, 128, None)
+        return bool(_BOLD_NAME.search(name.value.decode("latin-1")))
+
     try:
         raw = tp.get_text_range()
         lines, spans = [], []  # each line, and the tops of its first and last characters
+        styles: list[str] = []  # each line's type mark
         at = 0  # PDFium's text and its characters share their indices
         for line in raw.split("\r\n"):
             width = len(line)
             if line.strip():
+                lead = at + len(line) - len(line.lstrip())
                 spans.append((top(at), top(at + len(line.rstrip()) - 1)))
+                styles.append(style(lead, at + len(line.rstrip()) - 1))
             else:
                 spans.append((None, None))
+                styles.append("")
             if any(h in line for h in _HYPHENS):
                 # A word hyphenated where a printed line ends (PDFium has joined the two
                 # lines) loses its hyphen; a hyphen inside a line stays.
@@ -95,7 +121,7 @@ def _page_lines(page: object) -> list[str]:
         here = tops[n]
         if pitch and above is not None and here is not None and above - here > 1.35 * pitch:
             out_lines.append("")
-        out_lines.append(line)
+        out_lines.append(styles[n] + line if "\r" not in line and "\n" not in line else line)
     text = "\n".join(out_lines).translate(_LIGATURES)
     return text.replace("\r", "\n").replace("\x00", "").split("\n")
 
@@ -142,7 +168,7 @@ def _reflow(lines: list[str], full: int) -> list[str]:
     out: list[str] = []
     joinable = False  # the line before was a full line of a paragraph
     for line in lines:
-        if joinable and line.strip() and not _ITEM.match(line):
+        if joinable and line.strip() and not _ITEM.match(line) and not line.startswith(HEAD):
             before = out[-1].rstrip()
             # An identifier or a path broken where a printed line ends ("asn1_der_" then
             # "decoding()", "src/" then "app.py") is one word again.
@@ -150,7 +176,8 @@ def _reflow(lines: list[str], full: int) -> list[str]:
             out[-1] = before + glue + line.strip()
         else:
             out.append(line)
-        joinable = bool(line.strip()) and len(line.strip()) >= 0.85 * full
+        joinable = (bool(line.strip()) and len(line.strip()) >= 0.85 * full
+                    and not line.startswith(HEAD))
     return out
 
 
@@ -247,6 +274,34 @@ def _place(lines: list[str], heads: list[tuple[int, str]]) -> list[tuple[int, in
     return placed
 
 
+def _blocks(b: Builder, lines: list[str]) -> None:
+    """A page's lines into the builder, a line marked as a heading (heads.HEAD and its
+    level) as one; a title printed over several lines is one heading."""
+    run: list[str] = []
+    title: list[str] = []
+    level = 0
+    for line in [*lines, ""]:
+        if line.startswith(HEAD):
+            lv = int(line[1])
+            if title and lv != level:
+                b.heading(level, " ".join(title))
+                title = []
+            if not title:
+                b.block("\n".join(run))
+                run = []
+            level = lv
+            title.append(line[2:].strip())
+            continue
+        if title and line.strip():
+            b.heading(level, " ".join(title))
+            title = []
+        if not title:
+            run.append(line)
+    if title:
+        b.heading(level, " ".join(title))
+    b.block("\n".join(run))
+
+
 def _has_images(page: object) -> bool:
     import pypdfium2.raw as raw
 
@@ -324,6 +379,8 @@ def extract(path: Path, b: Builder) -> None:
             if b.chars > b.max_chars:
                 raise Skip("too_large", f"more than {b.max_chars >> 20} MiB of text")
         b.chars = 0
+        # Without an outline, headings are told by their type (size, weight); the marks go.
+        texts = unmark(texts) if heads else find_headings(texts)
         texts = _rejoin(texts)
         running = _running(texts)
         last = ""  # the previous page's last line of text
@@ -343,7 +400,7 @@ def extract(path: Path, b: Builder) -> None:
                     taken = max(taken, after)
                 b.block("\n".join(lines[taken:]))
             else:
-                b.block("\n".join(lines))
+                _blocks(b, lines)
         if pages and not with_text:
             if unread:
                 raise Skip("scanned", f"{pages} pages, none with a text layer; {b.ocr_why}")

@@ -355,3 +355,62 @@ def test_a_hit_is_cited_by_the_page_of_its_matching_lines() -> None:
     assert Searcher._pages(starts, 1, text, "ferry timetable") == (2, 2)
     assert Searcher._pages(starts, 1, text, "travel and audit") == (1, 3)  # both lines tie
     assert Searcher._pages(starts, 1, text, "photosynthesis") == (1, 3)  # no line: the span
+
+
+def test_pdf_headings_without_an_outline_are_told_by_their_type(tmp_path: Path) -> None:
+    """fpdf2, reportlab and many others write no outline: headings are the lines set larger
+    than the text, or short and all bold; a title over two lines is one heading."""
+    from fpdf import FPDF
+
+    body = ("The survey team sampled every stream twice and wrote down the temperature, the "
+            "flow and the colour of the water at each of the marked points along the banks. ")
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", "B", 18)
+    pdf.multi_cell(0, 9, "Annual Survey", new_x="LMARGIN", new_y="NEXT")
+    for section, sub in (("Rivers and lakes of the northern district, surveyed from the first "
+                          "week of May to the last week of September", "Water quality"),
+                         ("Forests", "Bird counts")):
+        pdf.set_font("helvetica", "B", 14)
+        pdf.multi_cell(0, 8, section, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("helvetica", "B", 11)
+        pdf.multi_cell(0, 6, sub, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("helvetica", size=11)
+        pdf.multi_cell(0, 6, body * 3, new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(0, 6, "Done.", new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "survey.pdf"
+    pdf.output(str(path))
+    heads = [ln for ln in extract_file(path, "pdf").text.splitlines() if ln.startswith("#")]
+    assert heads == ["# Annual Survey",
+                     "## Rivers and lakes of the northern district, surveyed from the first week "
+                     "of May to the last week of September",
+                     "### Water quality", "## Forests", "### Bird counts"], heads
+
+
+def test_docx_headings_without_styles_are_told_by_their_type(tmp_path: Path) -> None:
+    """A Word file whose titles are bold, larger runs in plain paragraphs (no heading style)."""
+    import docx
+    from docx.shared import Pt
+
+    body = "The committee met twice and agreed the budget for the coming year. " * 3
+
+    def titled(d: object, text: str, size: float | None, bold: bool = True) -> None:
+        run = d.add_paragraph().add_run(text)  # type: ignore[attr-defined]
+        run.bold = bold
+        if size:
+            run.font.size = Pt(size)
+
+    d = docx.Document()
+    titled(d, "Minutes of the Spring Meeting", 20)
+    for section in ("Finance", "Buildings"):
+        titled(d, section, 14)
+        titled(d, "Decisions", None)
+        d.add_paragraph(body)
+        p = d.add_paragraph()
+        p.add_run("Note: ").bold = True
+        p.add_run("a bold word at a paragraph's start does not make it a heading.")
+    path = tmp_path / "minutes.docx"
+    d.save(str(path))
+    heads = [ln for ln in extract_file(path, "docx").text.splitlines() if ln.startswith("#")]
+    assert heads == ["# Minutes of the Spring Meeting", "## Finance", "### Decisions",
+                     "## Buildings", "### Decisions"], heads

@@ -1,0 +1,96 @@
+"""Headings of a document that marks none (a PDF without an outline, a Word file without
+heading styles), told by their type: a line set larger than the body text, or a short line
+all in bold, is a heading; the larger, the higher its level.
+
+Many writers leave no outline (reportlab, fpdf2, most scanners' OCR layers, LaTeX without
+hyperref, Word's "save as PDF" with bookmarks off): without headings a hit's section trail is
+empty and a reader is told nothing of where it is. `pdf._page_lines` marks each printed line
+with its type (`mark`: the font size of its ends and whether both are bold, in private-use
+characters that no pattern of the text reads as a letter); `find_headings` reads the marks
+of the whole document, decides, and leaves each heading as HEAD, its level and its text.
+`levels` is the decision itself, which DOCX uses too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+_MARK = "\ue010"
+_BOLD, _PLAIN = "\ue011", "\ue012"
+_SIZE0 = 0xE100  # size in half points, as one character
+HEAD = "\ue013"  # a heading line: HEAD, its level (one digit), its text
+
+LARGER = 1.12  # a heading's size over the body's
+MAX_HEADING = 150  # characters: a longer line is text however it is set
+MAX_BOLD_HEADING = 100
+MAX_SHARE = 0.35  # a "heading" size that sets more of the lines than this is body text
+_END = (".", ",", ";", ":")
+
+
+def mark(size: float, bold: bool) -> str:
+    return _MARK + chr(_SIZE0 + max(0, min(int(round(size * 2)), 0xEFF))) + (
+        _BOLD if bold else _PLAIN)
+
+
+def _read(line: str) -> tuple[float, bool, str] | None:
+    if len(line) >= 3 and line[0] == _MARK:
+        return (ord(line[1]) - _SIZE0) / 2, line[2] == _BOLD, line[3:]
+    return None
+
+
+def unmark(pages: list[list[str]]) -> list[list[str]]:
+    return [[(r[2] if (r := _read(ln)) else ln) for ln in lines] for lines in pages]
+
+
+def levels(typed: list[tuple[float, bool, str] | None]) -> list[int]:
+    """A heading level (1 highest) for each line or paragraph of a document, 0 for text,
+    from its type: (font size, all bold, text), None where the type is not known."""
+    chars: Counter[float] = Counter()
+    bold_chars = plain_chars = 0
+    for t in typed:
+        if t and t[2].strip():
+            chars[t[0]] += len(t[2])
+            if t[1]:
+                bold_chars += len(t[2])
+            else:
+                plain_chars += len(t[2])
+    if not chars:
+        return [0] * len(typed)
+    body = chars.most_common(1)[0][0]
+    bold_body = bold_chars > plain_chars  # a document set in bold: weight tells nothing
+
+    def rank(t: tuple[float, bool, str] | None) -> float | None:
+        """The size a heading is ranked by (None: not a heading)."""
+        if t is None:
+            return None
+        size, bold, text = t
+        s = text.strip()
+        if not s or len(s) > MAX_HEADING or not any(c.isalpha() for c in s):
+            return None
+        if size >= body * LARGER:
+            return size
+        if bold and not bold_body and size >= body * 0.95 and len(s) <= MAX_BOLD_HEADING \
+                and not s.endswith(_END):
+            return body  # bold at the body's size: the lowest level
+        return None
+
+    ranks = [rank(t) for t in typed]
+    lines_n = sum(1 for t in typed if t and t[2].strip())
+    counts = Counter(r for r in ranks if r is not None)
+    sizes = sorted((r for r, n in counts.items() if n <= MAX_SHARE * lines_n), reverse=True)
+    level = {r: min(i + 1, 6) for i, r in enumerate(sizes)}
+    return [level.get(r, 0) if r is not None else 0 for r in ranks]
+
+
+def find_headings(pages: list[list[str]]) -> list[list[str]]:
+    """A PDF's marked lines unmarked, headings as HEAD + level + text."""
+    typed = [_read(ln) for lines in pages for ln in lines]
+    found = iter(levels(typed))
+    out: list[list[str]] = []
+    for lines in pages:
+        page = []
+        for ln in lines:
+            t, lv = _read(ln), next(found)
+            page.append(ln if t is None else f"{HEAD}{lv}{t[2].strip()}" if lv else t[2])
+        out.append(page)
+    return out
