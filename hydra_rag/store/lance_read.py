@@ -17,15 +17,24 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 _CORE = "lancedb._lancedb"
+# Searches of a server start side by side: the module is put in sys.modules before it has run,
+# so a second thread must wait for the first to finish loading it, not take it half made.
+_LOADING = threading.Lock()
 
 
 def _core() -> Any | None:
     """LanceDB's native module, loaded without running `lancedb/__init__.py` (None: cannot)."""
+    with _LOADING:
+        return _load_core()
+
+
+def _load_core() -> Any | None:
     if _CORE in sys.modules:
         return sys.modules[_CORE]
     try:

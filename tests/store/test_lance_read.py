@@ -127,3 +127,27 @@ def test_a_search_process_imports_lancedb_afterwards_with_the_same_core(db_uri: 
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "SAME True 300" in proc.stdout, proc.stdout
+
+
+def test_threads_opening_tables_at_once_share_one_loaded_core(db_uri: str,
+                                                              tmp_path: Path) -> None:
+    """A cold server's first searches open tables side by side: none may get the core before
+    it has finished loading (`serve` answered 500 to some of sixteen searches at once)."""
+    code = (
+        "import asyncio, sys\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from hydra_rag.store import lance_read\n"
+        f"uri = {db_uri!r}\n"
+        "def one(_):\n"
+        "    async def go():\n"
+        "        t = await lance_read.open_table(uri, 'code')\n"
+        "        return (await t.query().limit(2).select(['id']).to_arrow()).num_rows\n"
+        "    return asyncio.run(go())\n"
+        "with ThreadPoolExecutor(16) as pool:\n"
+        "    print('ROWS', sorted(set(pool.map(one, range(32)))))\n"
+    )
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "ROWS [2]" in proc.stdout, proc.stdout
