@@ -65,7 +65,7 @@ def _image(path: Path, b: Builder) -> None:
     try:
         pages = ocr.read_image(b.ocr, path, b.page_timeout)
     except ocr.OcrError as exc:
-        raise Skip("timed_out" if "longer than" in str(exc) else "corrupt", str(exc)) from None
+        raise Skip(exc.reason, str(exc)) from None
     pages = _rejoin([_mark_hyphens(lines) for lines in pages])
     for lines in pages:
         b.anchor()

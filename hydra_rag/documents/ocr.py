@@ -38,7 +38,12 @@ on_page: Callable[[], None] | None = None
 
 
 class OcrError(Exception):
-    """OCR could not run on a page or an image: the message says why."""
+    """OCR could not run on a page or an image: the message says why, `reason` is the
+    document skip it makes (`timed_out` or `corrupt`)."""
+
+    def __init__(self, message: str, reason: str = "corrupt") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -109,12 +114,14 @@ def _run(ocr: Ocr, source: str, data: bytes | None, timeout: float) -> str:
     try:
         proc = subprocess.run(cmd, input=data, capture_output=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        raise OcrError(f"OCR took longer than {timeout:g} s") from None
+        raise OcrError(f"OCR took longer than {timeout:g} s", "timed_out") from None
     except OSError as exc:
         raise OcrError(f"cannot run {ocr.program}: {exc.strerror or exc}") from None
     if proc.returncode != 0:
         said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise OcrError(f"tesseract failed ({said[-1] if said else f'exit {proc.returncode}'})")
+    if on_page is not None:
+        on_page()
     return proc.stdout.decode("utf-8", "replace")
 
 
@@ -124,16 +131,12 @@ def read_gray(ocr: Ocr, width: int, height: int, stride: int, pixels: bytes,
     rows = pixels if stride == width else b"".join(
         pixels[y * stride : y * stride + width] for y in range(height))
     text = _run(ocr, "stdin", f"P5\n{width} {height}\n255\n".encode() + rows, timeout)
-    if on_page is not None:
-        on_page()
     return text.replace("\f", "").splitlines()
 
 
 def read_image(ocr: Ocr, path: Path, timeout: float) -> list[list[str]]:
     """The lines of each page of an image file (a TIFF may hold several)."""
     text = _run(ocr, str(path), None, timeout)
-    if on_page is not None:
-        on_page()
     pages = text.split("\f")
     if len(pages) > 1 and not pages[-1].strip():
         pages.pop()  # the form feed after the last page

@@ -187,7 +187,8 @@ def docx(path: Path, b: Builder) -> None:
     body = doc.element.body
     paragraphs = list(body.iter(_w("p")))
     if not any(_outline_level(Paragraph(p, doc._body)) for p in paragraphs):
-        found = levels([_type(p, _default_size(doc)) for p in paragraphs])
+        default = _default_size(doc)
+        found = levels([_type(p, default) for p in paragraphs])
         walker.typed = {p: lv for p, lv in zip(paragraphs, found, strict=True) if lv}
     walker.walk(body)
     if len(b.starts) == 1:

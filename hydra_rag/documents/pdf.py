@@ -52,6 +52,10 @@ def _rejoin(pages: list[list[str]]) -> list[list[str]]:
 def _page_lines(page: object) -> list[str]:
     """A page's printed lines, with a blank line where the gap above a line is wider than the
     page's usual line pitch (a paragraph break: the text layer has lines, not paragraphs)."""
+    import ctypes
+
+    import pypdfium2.raw as pdfium_raw
+
     tp = page.get_textpage()  # type: ignore[attr-defined]
 
     def top(index: int) -> float | None:
@@ -63,21 +67,15 @@ def _page_lines(page: object) -> list[str]:
     def style(first: int, last: int) -> str:
         """The line's type as a mark (hydra_rag.documents.heads): the size of its
         largest end and whether both ends are bold."""
-        import pypdfium2.raw as raw
-
-        sizes = [raw.FPDFText_GetFontSize(tp.raw, i) for i in (first, last)]
+        sizes = [pdfium_raw.FPDFText_GetFontSize(tp.raw, i) for i in (first, last)]
         return mark(max(sizes), all(bold(i) for i in (first, last)))
 
     def bold(index: int) -> bool:
-        import ctypes
-
-        import pypdfium2.raw as raw
-
-        if raw.FPDFText_GetFontWeight(tp.raw, index) >= 600:
+        if pdfium_raw.FPDFText_GetFontWeight(tp.raw, index) >= 600:
             return True
         # The standard fonts have no weight: their name says it (Helvetica-Bold).
         name = ctypes.create_string_buffer(128)
-        raw.FPDFText_GetFontInfo(tp.raw, index, name, 128, None)
+        pdfium_raw.FPDFText_GetFontInfo(tp.raw, index, name, 128, None)
         return bool(_BOLD_NAME.search(name.value.decode("latin-1")))
 
     try:
@@ -323,8 +321,7 @@ def _ocr_page(page: object, b: Builder, number: int) -> list[str]:
             lines = ocr.read_gray(b.ocr, bitmap.width, bitmap.height, bitmap.stride,
                                   bytes(bitmap.buffer), b.page_timeout)
         except ocr.OcrError as exc:
-            raise Skip("timed_out" if "longer than" in str(exc) else "corrupt",
-                       f"page {number}: {exc}") from None
+            raise Skip(exc.reason, f"page {number}: {exc}") from None
     finally:
         bitmap.close()
     return _mark_hyphens(lines)

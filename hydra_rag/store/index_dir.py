@@ -536,18 +536,16 @@ class Store:
         # Read through LanceDB's core alone: a search that shows definitions needs no more.
         from hydra_rag.store.lance_read import read_rows
 
-        out: list[dict[str, Any]] = []
-        for i in range(0, len(values), 200):
-            try:
-                found = read_rows(self.lance_uri, name, _in_list(column, values[i : i + 200]),
-                                  columns)
-            except Exception as exc:  # LanceDB raises several types for a damaged table
-                raise IndexError_(
-                    f"table {name!r} in {self.data_dir} cannot be read ({exc}); "
-                    f"run `hydra-rag index {self.root} --full`"
-                ) from None
-            out += found.to_pylist()
-        return out
+        wheres = [_in_list(column, values[i : i + 200]) for i in range(0, len(values), 200)]
+        try:
+            found = read_rows(self.lance_uri, name, wheres, columns)
+        except Exception as exc:  # LanceDB raises several types for a damaged table
+            raise IndexError_(
+                f"table {name!r} in {self.data_dir} cannot be read ({exc}); "
+                f"run `hydra-rag index {self.root} --full`"
+            ) from None
+        rows: list[dict[str, Any]] = found.to_pylist()
+        return rows
 
 
 def new_meta(embedders: dict[str, tuple[str, int]]) -> dict[str, Any]:

@@ -142,12 +142,16 @@ async def open_table(uri: str, name: str) -> Any:
     return await db.open_table(name)
 
 
-def read_rows(uri: str, name: str, where: str, columns: list[str]) -> Any:
-    """The rows of table `name` that match `where`, these columns, as an Arrow table; callable
-    from anywhere, an event loop's thread included."""
+def read_rows(uri: str, name: str, wheres: list[str], columns: list[str]) -> Any:
+    """The rows of table `name` that match any of `wheres` (one query each, the table opened
+    once), these columns, as one Arrow table; callable from anywhere, an event loop's thread
+    included."""
     async def read() -> Any:
+        import pyarrow as pa
+
         tbl = await open_table(uri, name)
-        return await tbl.query().where(where).select(columns).to_arrow()
+        return pa.concat_tables([await tbl.query().where(w).select(columns).to_arrow()
+                                 for w in wheres])
 
     try:
         asyncio.get_running_loop()

@@ -80,13 +80,20 @@ def test_vector_search_matches(db_uri: str) -> None:
 
 def test_read_rows_inside_and_outside_an_event_loop(db_uri: str) -> None:
     where = "id IN ('c1', 'c2', 'c3')"
-    rows = lance_read.read_rows(db_uri, "code", where, ["id"]).to_pylist()
+    rows = lance_read.read_rows(db_uri, "code", [where], ["id"]).to_pylist()
     assert sorted(r["id"] for r in rows) == ["c1", "c2", "c3"]
 
     async def inside() -> Any:
-        return lance_read.read_rows(db_uri, "code", where, ["id"])
+        return lance_read.read_rows(db_uri, "code", [where], ["id"])
 
     assert asyncio.run(inside()).to_pylist() == rows
+
+
+def _python(code: str, cwd: Path) -> str:
+    """What a fresh Python running `code` prints (it must succeed)."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
 
 
 def test_reading_does_not_import_lancedb(db_uri: str, tmp_path: Path) -> None:
@@ -99,14 +106,12 @@ def test_reading_does_not_import_lancedb(db_uri: str, tmp_path: Path) -> None:
         "    t = await lance_read.open_table(uri, 'code')\n"
         "    return await t.query().nearest_to_text('alpha').limit(3).select(['id']).to_arrow()\n"
         "print('ROWS', asyncio.run(go()).num_rows)\n"
-        "print('ROWS', lance_read.read_rows(uri, 'code', \"id = 'c9'\", ['id']).num_rows)\n"
+        "print('ROWS', lance_read.read_rows(uri, 'code', [\"id = 'c9'\"], ['id']).num_rows)\n"
         "print('LOADED', sorted(m for m in ('lancedb', 'lance_namespace', 'pydantic')"
         " if m in sys.modules))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:3] == ["ROWS 3", "ROWS 1", "LOADED []"], proc.stdout
+    out = _python(code, tmp_path)
+    assert out.split("\n")[:3] == ["ROWS 3", "ROWS 1", "LOADED []"], out
 
 
 def test_a_search_process_imports_lancedb_afterwards_with_the_same_core(db_uri: str,
@@ -117,16 +122,14 @@ def test_a_search_process_imports_lancedb_afterwards_with_the_same_core(db_uri: 
         "import sys\n"
         "from hydra_rag.store import lance_read\n"
         f"uri = {db_uri!r}\n"
-        "lance_read.read_rows(uri, 'code', \"id = 'c9'\", ['id'])\n"
+        "lance_read.read_rows(uri, 'code', [\"id = 'c9'\"], ['id'])\n"
         "core = sys.modules['lancedb._lancedb']\n"
         "from hydra_rag.store.lance import lancedb\n"
         "db = lancedb().connect(uri)\n"
         "print('SAME', sys.modules['lancedb._lancedb'] is core, db.open_table('code').count_rows())\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "SAME True 300" in proc.stdout, proc.stdout
+    out = _python(code, tmp_path)
+    assert "SAME True 300" in out, out
 
 
 def test_threads_opening_tables_at_once_share_one_loaded_core(db_uri: str,
@@ -147,7 +150,5 @@ def test_threads_opening_tables_at_once_share_one_loaded_core(db_uri: str,
         "    print('ROWS', sorted(set(pool.map(one, range(32)))))\n"
     )
     for _ in range(3):
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert "ROWS [2]" in proc.stdout, proc.stdout
+        out = _python(code, tmp_path)
+        assert "ROWS [2]" in out, out
