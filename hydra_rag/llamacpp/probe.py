@@ -30,6 +30,8 @@ class Feature:
     needs: tuple[str, ...]  # other features its code in ggml is only built with
     body: str  # C statements; `return 0` only if the instructions ran and computed right
     shows: tuple[str, ...] = ()  # regexes its assembly must match, each on one line (tested)
+    # Left out of the build even where its program ran: only HYDRA_RAG_CMAKE_ARGS turns it on.
+    opt_in: bool = False
 
 
 _AMX_SETUP = """
@@ -125,18 +127,18 @@ FEATURES: tuple[Feature, ...] = (
     Feature("AMX_TILE", ("-mamx-tile",), ("amx_tile",), ("AVX512",),
             _AMX_SETUP + _AMX_ONES % "one" + "    _tile_stored(1, out, 64); _tile_release();\n"
             "    return out[255] == 0x01010101 ? 0 : 3;",
-            shows=(r"ldtilecfg\s", r"tileloadd\s", r"tilestored\s")),
+            shows=(r"ldtilecfg\s", r"tileloadd\s", r"tilestored\s"), opt_in=True),
     Feature("AMX_INT8", ("-mamx-tile", "-mamx-int8"), ("amx_int8",),
             ("AMX_TILE", "AVX512_VNNI"),
             _AMX_SETUP + _AMX_ONES % "one" + "    _tile_dpbssd(0, 1, 2);\n"
             + _AMX_END % "return out[255] == 64 ? 0 : 3;",
-            shows=(r"tdpbssd\s",)),
+            shows=(r"tdpbssd\s",), opt_in=True),
     Feature("AMX_BF16", ("-mamx-tile", "-mamx-bf16"), ("amx_bf16",),
             ("AMX_TILE", "AVX512_BF16"),
             _AMX_SETUP + _AMX_ONES % "i % 2 ? 0x3f * one : 0x80 * one"
             + "    _tile_dpbf16ps(0, 1, 2);\n"
             + _AMX_END % "float f; memcpy(&f, &out[255], 4); return f == 32.0f ? 0 : 3;",
-            shows=(r"tdpbf16ps\s",)),
+            shows=(r"tdpbf16ps\s",), opt_in=True),
 )
 
 _PROGRAM = """\
@@ -257,12 +259,16 @@ def probe(cc: str | None = None) -> list[Probe]:
         return list(pool.map(lambda f: _try(f, cc, Path(tmp), claims), FEATURES))
 
 
-def chosen(probes: list[Probe]) -> dict[str, bool]:
-    """Each ggml option on or off: on only if it ran here and so did everything it needs."""
+def chosen(probes: list[Probe], opt_in: bool = False) -> dict[str, bool]:
+    """Each ggml option on or off: on only if it ran here and so did everything it needs, and
+    AMX only when asked for (`opt_in`). A virtual machine here ran each AMX program and then
+    faulted on ggml's first tile load in its AMX matrix product (SIGILL, ILL_ILLOPN, one thread
+    or two); llama.cpp's tracker has other crashes of that path. A probe cannot vouch for it."""
     runs = {p.flag: p.runs for p in probes}
     on: dict[str, bool] = {}
     for f in FEATURES:  # in order, so `needs` are decided first
-        on[f.flag] = runs.get(f.flag, False) and all(on.get(n, False) for n in f.needs)
+        on[f.flag] = runs.get(f.flag, False) and all(on.get(n, False) for n in f.needs) \
+            and (opt_in or not f.opt_in)
     return on
 
 
@@ -283,6 +289,8 @@ def main() -> None:
     for p in probes:
         state = "on " if on[p.flag] else "off"
         seen = "runs" if p.runs else p.why
+        if p.runs and not on[p.flag] and next(f for f in FEATURES if f.flag == p.flag).opt_in:
+            seen += " (left out unless asked for: HYDRA_RAG_CMAKE_ARGS=-DGGML_" + p.flag + "=ON)"
         claim = "claimed" if p.claimed else "not claimed"
         print(f"{state} {p.flag:<12} {claim:<12} {seen}")
     print(" ".join(cmake_args(on)))
