@@ -73,8 +73,9 @@ bench: install
 # bench/documents.py's other writers (bench/doc_writers.py): pandoc and LibreOffice from Debian
 # (as root), reportlab and ebooklib from PyPI (the `bench` extra).
 bench-documents: install
-	@for pkg in pandoc:pandoc soffice:libreoffice-writer-nogui; do \
-	  command -v $${pkg%%:*} >/dev/null 2>&1 && continue; \
+	@for pkg in pandoc:pandoc soffice:libreoffice-writer-nogui \
+	    /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf:fonts-dejavu-core; do \
+	  { command -v $${pkg%%:*} || [ -e $${pkg%%:*} ]; } >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	      --no-install-recommends $${pkg#*:} >/dev/null || exit 1; \

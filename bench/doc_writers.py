@@ -4,7 +4,8 @@ abstracts (objects with `title` and `text`), the paragraphs function and a path.
 
 * `pdf-reportlab`: reportlab, two columns, a running head and foot, headings set in a larger
   bold font and no outline (bookmarks), justified text;
-* `pdf-fpdf`: fpdf2, one column, headings by font size, no outline, a running foot, justified;
+* `pdf-fpdf`: fpdf2, one column, DejaVu fonts, headings by font size, no outline, a running
+  foot, justified;
 * `pdf-lo`: LibreOffice's PDF export of the python-docx report (Debian's libreoffice-writer);
 * `docx-font`: python-docx with the titles as bold 14 pt runs in plain paragraphs (no heading
   style, as many hand-made Word files are);
@@ -31,6 +32,7 @@ Paras = Callable[[str], list[str]]
 WRITERS = ("pdf-reportlab", "pdf-fpdf", "pdf-lo", "docx-font", "docx-pandoc", "odt-pandoc",
            "odt-lo", "epub-pandoc", "epub-ebooklib", "html-pandoc")
 SUFFIX = {w: "." + w.split("-")[0] for w in WRITERS}
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu")  # Debian's fonts-dejavu-core
 
 
 def missing() -> list[str]:
@@ -39,6 +41,8 @@ def missing() -> list[str]:
     for tool, pkg in (("pandoc", "pandoc"), ("soffice", "libreoffice-writer-nogui")):
         if shutil.which(tool) is None:
             out.append(f"{tool} (apt-get install {pkg})")
+    if not (DEJAVU / "DejaVuSerif.ttf").exists():
+        out.append("the DejaVu fonts (apt-get install fonts-dejavu-core)")
     for mod in ("reportlab", "ebooklib"):
         try:
             __import__(mod)
@@ -89,29 +93,29 @@ def pdf_fpdf(n: int, report: Sequence[Any], paras: Paras, path: Path) -> None:
     class Doc(FPDF):
         def footer(self) -> None:
             self.set_y(-15)
-            self.set_font("helvetica", size=8)
+            self.set_font("sans", size=8)
             self.cell(0, 8, f"Report {n} - page {self.page_no()}", align="C")
 
     doc = Doc()
+    # DejaVu (embedded, subset) rather than the core fonts, which are Latin-1 only: the text
+    # holds Greek letters (NF-κB, IL-1β) that would come out as "?".
+    doc.add_font("sans", "", str(DEJAVU / "DejaVuSans.ttf"))
+    doc.add_font("sans", "B", str(DEJAVU / "DejaVuSans-Bold.ttf"))
+    doc.add_font("serif", "", str(DEJAVU / "DejaVuSerif.ttf"))
     doc.set_margins(22, 20, 22)
     doc.add_page()
-    doc.set_font("helvetica", "B", 18)
+    doc.set_font("sans", "B", 18)
     doc.multi_cell(0, 10, f"Report {n}", new_x="LMARGIN", new_y="NEXT")
     for a in report:
         doc.ln(3)
-        doc.set_font("helvetica", "B", 13)
-        doc.multi_cell(0, 7, _latin(a.title), new_x="LMARGIN", new_y="NEXT")
+        doc.set_font("sans", "B", 13)
+        doc.multi_cell(0, 7, a.title, new_x="LMARGIN", new_y="NEXT")
         doc.ln(1)
-        doc.set_font("times", size=11)
+        doc.set_font("serif", size=10.5)
         for p in paras(a.text):
-            doc.multi_cell(0, 5.5, _latin(p), align="J", new_x="LMARGIN", new_y="NEXT")
+            doc.multi_cell(0, 5.5, p, align="J", new_x="LMARGIN", new_y="NEXT")
             doc.ln(2)
     doc.output(str(path))
-
-
-def _latin(text: str) -> str:
-    """fpdf2's core fonts are Latin-1: other characters as the nearest it has."""
-    return text.encode("latin-1", "replace").decode("latin-1")
 
 
 def docx_font(n: int, report: Sequence[Any], paras: Paras, path: Path) -> None:

@@ -21,8 +21,11 @@ _SIZE0 = 0xE100  # size in half points, as one character
 HEAD = "\ue013"  # a heading line: HEAD, its level (one digit), its text
 
 LARGER = 1.12  # a heading's size over the body's
-MAX_HEADING = 150  # characters: a longer line is text however it is set
+MAX_HEADING = 150  # characters: a longer printed line is text however it is set
 MAX_BOLD_HEADING = 100
+# A paragraph (DOCX, ODT) holds a whole title, which a printed line may not: long titles of
+# papers and reports run to 250 characters.
+MAX_PARAGRAPH_HEADING = 300
 MAX_SHARE = 0.35  # a "heading" size that sets more of the lines than this is body text
 _END = (".", ",", ";", ":")
 
@@ -42,9 +45,10 @@ def unmark(pages: list[list[str]]) -> list[list[str]]:
     return [[(r[2] if (r := _read(ln)) else ln) for ln in lines] for lines in pages]
 
 
-def levels(typed: list[tuple[float, bool, str] | None]) -> list[int]:
+def levels(typed: list[tuple[float, bool, str] | None], longest: int = MAX_HEADING) -> list[int]:
     """A heading level (1 highest) for each line or paragraph of a document, 0 for text,
-    from its type: (font size, all bold, text), None where the type is not known."""
+    from its type: (font size, all bold, text), None where the type is not known. `longest`:
+    the most characters a heading has (a printed line's limit by default)."""
     chars: Counter[float] = Counter()
     bold_chars = plain_chars = 0
     for t in typed:
@@ -58,6 +62,7 @@ def levels(typed: list[tuple[float, bool, str] | None]) -> list[int]:
         return [0] * len(typed)
     body = chars.most_common(1)[0][0]
     bold_body = bold_chars > plain_chars  # a document set in bold: weight tells nothing
+    bold_longest = longest * MAX_BOLD_HEADING // MAX_HEADING
 
     def rank(t: tuple[float, bool, str] | None) -> float | None:
         """The size a heading is ranked by (None: not a heading)."""
@@ -65,16 +70,22 @@ def levels(typed: list[tuple[float, bool, str] | None]) -> list[int]:
             return None
         size, bold, text = t
         s = text.strip()
-        if not s or len(s) > MAX_HEADING or not any(c.isalpha() for c in s):
+        if not s or len(s) > longest or not any(c.isalpha() for c in s):
             return None
         if size >= body * LARGER:
             return size
-        if bold and not bold_body and size >= body * 0.95 and len(s) <= MAX_BOLD_HEADING \
+        if bold and not bold_body and size >= body * 0.95 and len(s) <= bold_longest \
                 and not s.endswith(_END):
             return body  # bold at the body's size: the lowest level
         return None
 
     ranks = [rank(t) for t in typed]
+    for i in range(1, len(typed)):
+        # A title's last printed line ("2015.") is of its type though it may have no letters.
+        t, above = typed[i], typed[i - 1]
+        if ranks[i] is None and ranks[i - 1] is not None and t and above \
+                and t[:2] == above[:2] and t[2].strip() and len(t[2].strip()) <= longest:
+            ranks[i] = ranks[i - 1]
     lines_n = sum(1 for t in typed if t and t[2].strip())
     counts = Counter(r for r in ranks if r is not None)
     sizes = sorted((r for r, n in counts.items() if n <= MAX_SHARE * lines_n), reverse=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.documents import Skip
-from hydra_rag.documents.heads import levels
+from hydra_rag.documents.heads import MAX_PARAGRAPH_HEADING, levels
 from hydra_rag.documents.text import Builder, open_zip, read_member, xml_parser
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -188,7 +188,7 @@ def docx(path: Path, b: Builder) -> None:
     paragraphs = list(body.iter(_w("p")))
     if not any(_outline_level(Paragraph(p, doc._body)) for p in paragraphs):
         default = _default_size(doc)
-        found = levels([_type(p, default) for p in paragraphs])
+        found = levels([_type(p, default) for p in paragraphs], MAX_PARAGRAPH_HEADING)
         walker.typed = {p: lv for p, lv in zip(paragraphs, found, strict=True) if lv}
     walker.walk(body)
     if len(b.starts) == 1:

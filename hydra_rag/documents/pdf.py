@@ -207,6 +207,20 @@ def _strip_running(lines: list[str], running: set[str]) -> list[str]:
     return [ln for i, ln in enumerate(lines) if i not in edge or _edge_key(ln) not in running]
 
 
+def _heads_over_turns(pages: list[list[str]]) -> list[list[str]]:
+    """A heading told by type that a page turn (or a column's end) cuts in two: the next
+    page's first line, a heading of the same level, ends the title on the page it starts."""
+    for a, b in zip(pages, pages[1:], strict=False):
+        end = next((i for i in range(len(a) - 1, -1, -1) if a[i].strip()), None)
+        if end is None or not a[end].startswith(HEAD):
+            continue
+        while (start := next((i for i, ln in enumerate(b) if ln.strip()), None)) is not None \
+                and b[start].startswith(a[end][:2]):  # HEAD and the same level
+            a[end] = f"{a[end].rstrip()} {b[start][2:].strip()}"
+            del b[start]
+    return pages
+
+
 def _outline(pdf: object, pages: int) -> dict[int, list[tuple[int, str]]]:
     """Page index → (level, title) of the outline entries that point at it, in order."""
     heads: dict[int, list[tuple[int, str]]] = {}
@@ -380,9 +394,9 @@ def extract(path: Path, b: Builder) -> None:
         texts = unmark(texts) if heads else find_headings(texts)
         texts = _rejoin(texts)
         running = _running(texts)
+        texts = _heads_over_turns([_strip_running(lines, running) for lines in texts])
         last = ""  # the previous page's last line of text
-        for index, page_lines in enumerate(texts):
-            lines = _strip_running(page_lines, running)
+        for index, lines in enumerate(texts):
             full = _full_width(lines)
             # A paragraph that runs on over the page turn stays one paragraph.
             b.anchor(continues=bool(last) and bool(full) and not _ends_paragraph(last, full))

@@ -28,6 +28,8 @@ _BOILER = re.compile(r"(?:^|[\s_-])(nav|navbar|navigation|menu|sidebar|side-bar|
                      r"ads|promo|newsletter|subscribe|skip-link|toc|masthead|topbar)(?:$|[\s_-])",
                      re.I)
 _SPACE = re.compile(r"\s+")
+_ID_WORDS = re.compile(r"[-_\s]+")
+MAX_ROLE_WORDS = 4  # "related-posts-widget-area": an id naming a role is this short
 
 
 def _tag(el: Any) -> str:
@@ -46,7 +48,12 @@ def _boilerplate(el: Any) -> bool:
     role = (el.get("role") or "").lower()
     if role in ("navigation", "banner", "contentinfo", "complementary", "search", "menu"):
         return True
-    marks = f"{el.get('id') or ''} {el.get('class') or ''}"
+    ident = el.get("id") or ""
+    if tag in _HEADINGS or len(_ID_WORDS.split(ident)) > MAX_ROLE_WORDS:
+        # A heading's id is its anchor, and a long id is a slug of the text (pandoc writes
+        # "health-related-quality-of-life…"): neither says what the element is for.
+        ident = ""
+    marks = f"{ident} {el.get('class') or ''}"
     return tag not in ("body", "main", "article", "html") and bool(_BOILER.search(marks))
 
 

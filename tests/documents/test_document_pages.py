@@ -387,6 +387,35 @@ def test_pdf_headings_without_an_outline_are_told_by_their_type(tmp_path: Path) 
                      "### Water quality", "## Forests", "### Bird counts"], heads
 
 
+def test_pdf_titles_told_by_type_over_a_page_turn_and_without_letters(tmp_path: Path) -> None:
+    """A title the page turn cuts in two is one heading on the page it starts; a title's last
+    printed line may hold no letter ("2015.")."""
+    from fpdf import FPDF
+
+    body = "Counts were taken at dawn and at dusk on every marked plot of the reserve. " * 4
+    pdf = FPDF()
+    pdf.add_page()
+    for n, title in enumerate(("Estimates of childhood underweight between 1990 and\n2015.",
+                               "Nesting success of waders\non the restored salt marshes\n"
+                               "of the estuary")):
+        if n:
+            pdf.set_y(265)  # the second title starts two lines above the page's foot
+        pdf.set_font("helvetica", "B", 14)
+        pdf.multi_cell(0, 8, title, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("helvetica", size=11)
+        for _ in range(2):
+            pdf.multi_cell(0, 6, body, new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "marsh.pdf"
+    pdf.output(str(path))
+    ex = extract_file(path, "pdf")
+    assert len(ex.starts) == 2  # the second title did cross the page turn
+    heads = [ln for ln in ex.text.splitlines() if ln.startswith("#")]
+    assert heads == ["# Estimates of childhood underweight between 1990 and 2015.",
+                     "# Nesting success of waders on the restored salt marshes of the estuary"], heads
+    line = ex.text.splitlines().index(heads[1]) + 1
+    assert line < ex.starts[1]  # cited on the page it starts
+
+
 def test_docx_headings_without_styles_are_told_by_their_type(tmp_path: Path) -> None:
     """A Word file whose titles are bold, larger runs in plain paragraphs (no heading style)."""
     import docx
@@ -400,9 +429,12 @@ def test_docx_headings_without_styles_are_told_by_their_type(tmp_path: Path) -> 
         if size:
             run.font.size = Pt(size)
 
+    long_title = ("Buildings: the report of the working group on the repair, insulation and "
+                  "heating of the village hall, the chapel and the old school, with its costs, "
+                  "its timetable and the grants the parish can apply for")  # 200 characters
     d = docx.Document()
     titled(d, "Minutes of the Spring Meeting", 20)
-    for section in ("Finance", "Buildings"):
+    for section in ("Finance", long_title):
         titled(d, section, 14)
         titled(d, "Decisions", None)
         d.add_paragraph(body)
@@ -413,4 +445,4 @@ def test_docx_headings_without_styles_are_told_by_their_type(tmp_path: Path) -> 
     d.save(str(path))
     heads = [ln for ln in extract_file(path, "docx").text.splitlines() if ln.startswith("#")]
     assert heads == ["# Minutes of the Spring Meeting", "## Finance", "### Decisions",
-                     "## Buildings", "### Decisions"], heads
+                     f"## {long_title}", "### Decisions"], heads

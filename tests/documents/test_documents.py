@@ -130,6 +130,26 @@ def test_html_page_keeps_the_article_and_drops_the_rest(tmp_path: Path) -> None:
         assert dropped not in ex.text, dropped
 
 
+def test_html_ids_made_from_titles_are_not_read_as_boilerplate(tmp_path: Path) -> None:
+    """pandoc (and most static-site tools) give each heading and section an id made from its
+    title: "age-related", "social" or "share" in a title does not make it a sidebar."""
+    page = tmp_path / "report.html"
+    page.write_text(
+        '<!doctype html><html><body><h1 id="report">Report</h1>'
+        '<h2 id="age-related-loss-of-hearing-in-adults">Age-related loss of hearing in adults</h2>'
+        "<p>Hearing declines slowly from the fourth decade onwards in most adults.</p>"
+        '<section id="social-services-and-access-to-care-in-rural-areas" class="level2">'
+        "<h2>Social services and access to care in rural areas</h2>"
+        "<p>Rural clinics reach fewer patients than the city hospitals do.</p></section>"
+        '<div id="related"><h3>Related</h3><p>Another report about something else.</p></div>'
+        "</body></html>")
+    ex = extract_file(page, "html")
+    assert _headings(ex.text) == ["# Report", "## Age-related loss of hearing in adults",
+                                  "## Social services and access to care in rural areas"]
+    assert "Rural clinics reach fewer patients" in ex.text
+    assert "Another report" not in ex.text  # a short id naming a role still marks boilerplate
+
+
 def test_a_utf8_page_without_a_charset_keeps_its_letters(tmp_path: Path) -> None:
     page = tmp_path / "gruss.html"
     page.write_bytes("<!DOCTYPE html><html><head><title>Post</title></head><body><article>"
