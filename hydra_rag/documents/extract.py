@@ -56,9 +56,11 @@ def extract_file(path: Path, fmt: str, max_chars: int = MAX_CHARS, ocr_spec: str
 
 
 def _image(path: Path, b: Builder) -> None:
-    """An image file the user included (PNG, JPEG, TIFF): its text by OCR, page by page."""
+    """An image file the user included (PNG, JPEG, TIFF): its text by OCR, page by page,
+    headings told by size as in a PDF without an outline."""
     from hydra_rag.documents import ocr
-    from hydra_rag.documents.pdf import _mark_hyphens, _rejoin
+    from hydra_rag.documents.heads import find_headings
+    from hydra_rag.documents.printed import blocks, rejoin
 
     if b.ocr is None:
         raise Skip("scanned", f"an image; {b.ocr_why}")
@@ -66,9 +68,9 @@ def _image(path: Path, b: Builder) -> None:
         pages = ocr.read_image(b.ocr, path, b.page_timeout)
     except ocr.OcrError as exc:
         raise Skip(exc.reason, str(exc)) from None
-    pages = _rejoin([_mark_hyphens(lines) for lines in pages])
+    pages = rejoin(find_headings(pages))
     for lines in pages:
         b.anchor()
-        b.block("\n".join(lines))
+        blocks(b, lines)
     if len(pages) < 2:
         b.no_anchors()  # one picture: cited by its name and lines alone

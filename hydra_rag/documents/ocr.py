@@ -2,7 +2,8 @@
 
 A PDF page without a text layer (a scan, a phone app's photo) is rendered by PDFium at 300 dpi
 in grey and handed to `tesseract` on stdin; an image file the user included (PNG, JPEG, TIFF)
-is handed over by path. Tesseract runs as a child of the extraction worker, so the worker's
+is handed over by path. Tesseract answers in hOCR, whose lines carry their measured size:
+headings are told by it as in a PDF without an outline (heads.py). Tesseract runs as a child of the extraction worker, so the worker's
 memory bound holds it too, with a time bound per page; one OpenMP thread, because on a busy
 two-core machine its threads wait for each other (2.1 s a page with one, 4.1 s with two, in
 one run here). Without the program, such pages are skipped with a reason that says how to get
@@ -24,6 +25,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
+
+from hydra_rag.documents.heads import mark
+from hydra_rag.documents.printed import LINE_END_HYPHEN
 
 DPI = 300
 INSTALL = "apt-get install tesseract-ocr"
@@ -31,6 +36,8 @@ INSTALL = "apt-get install tesseract-ocr"
 SCANNED_HINT = f"OCR needs Tesseract: {INSTALL} (as root)"
 OFF = ("", "off", "none", "no", "false")
 _LANG = re.compile(r"^[A-Za-z0-9_]+$")
+_LINES = ("ocr_line", "ocr_header", "ocr_caption", "ocr_textfloat")  # hOCR's kinds of line
+_X_SIZE = re.compile(r"\bx_size ([\d.]+)")
 
 # Called after each page read by OCR: the worker tells the parent it is still at work, so the
 # time bound holds per page rather than for a whole scanned book.
@@ -109,7 +116,8 @@ def for_settings(settings: Any) -> tuple[Ocr | None, str]:
 
 
 def _run(ocr: Ocr, source: str, data: bytes | None, timeout: float) -> str:
-    cmd = [ocr.program, source, "stdout", "-l", ocr.languages, "--dpi", str(DPI)]
+    """Tesseract's hOCR of an image (a path, or "stdin" with `data`)."""
+    cmd = [ocr.program, source, "stdout", "-l", ocr.languages, "--dpi", str(DPI), "hocr"]
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     try:
         proc = subprocess.run(cmd, input=data, capture_output=True, timeout=timeout, env=env)
@@ -125,19 +133,60 @@ def _run(ocr: Ocr, source: str, data: bytes | None, timeout: float) -> str:
     return proc.stdout.decode("utf-8", "replace")
 
 
+def pages_of(hocr: str) -> list[list[str]]:
+    """Each page's printed lines in Tesseract's hOCR, marked with their size (heads.mark:
+    the line's x_size, Tesseract's estimate of its letters' height, as points at DPI; OCR
+    does not tell bold) so that headings are told by size as in a text layer; a blank line
+    between paragraphs; a word hyphenated at a line's end marked for printed.rejoin."""
+    try:
+        root = ElementTree.fromstring(hocr.encode("utf-8"))
+    except ElementTree.ParseError as exc:
+        raise OcrError(f"tesseract's hOCR did not parse ({exc})") from None
+    pages: list[list[str]] = []
+    for page in _with_class(root, "ocr_page"):
+        lines: list[str] = []
+        for par in _with_class(page, "ocr_par"):
+            sized: list[tuple[float, str]] = []
+            for line in _with_class(par, *_LINES):
+                words = ("".join(w.itertext()).strip() for w in _with_class(line, "ocrx_word"))
+                text = " ".join(w for w in words if w)
+                size = _X_SIZE.search(line.get("title", ""))
+                if text:
+                    sized.append((float(size.group(1)) * 72 / DPI if size else 0.0, text))
+            texts = _mark_hyphens([t for _, t in sized])
+            if lines and sized:
+                lines.append("")
+            lines += [mark(size, False, measured=True) + t for (size, _), t in zip(sized, texts, strict=True)
+                      if t.strip()]
+        pages.append(lines)
+    return pages
+
+
+def _with_class(el: ElementTree.Element, *classes: str) -> list[ElementTree.Element]:
+    return [e for e in el.iter() if e.get("class") in classes]
+
+
+def _mark_hyphens(lines: list[str]) -> list[str]:
+    """A word hyphenated at a line's end ("repro-" then "duction") marked as the text layer
+    marks it, for printed.rejoin to decide."""
+    out = list(lines)
+    for i in range(len(out) - 1):
+        line, after = out[i].rstrip(), out[i + 1].lstrip()
+        if len(line) > 1 and line[-1] in "-\u00ad" and line[-2].isalpha() and after[:1].islower():
+            word, _, rest = after.partition(" ")
+            out[i], out[i + 1] = line[:-1] + LINE_END_HYPHEN + word, rest
+    return out
+
+
 def read_gray(ocr: Ocr, width: int, height: int, stride: int, pixels: bytes,
               timeout: float) -> list[str]:
     """The lines Tesseract reads in a grey image (one byte a pixel, rows `stride` apart)."""
     rows = pixels if stride == width else b"".join(
         pixels[y * stride : y * stride + width] for y in range(height))
-    text = _run(ocr, "stdin", f"P5\n{width} {height}\n255\n".encode() + rows, timeout)
-    return text.replace("\f", "").splitlines()
+    found = pages_of(_run(ocr, "stdin", f"P5\n{width} {height}\n255\n".encode() + rows, timeout))
+    return found[0] if found else []
 
 
 def read_image(ocr: Ocr, path: Path, timeout: float) -> list[list[str]]:
     """The lines of each page of an image file (a TIFF may hold several)."""
-    text = _run(ocr, str(path), None, timeout)
-    pages = text.split("\f")
-    if len(pages) > 1 and not pages[-1].strip():
-        pages.pop()  # the form feed after the last page
-    return [p.splitlines() for p in pages]
+    return pages_of(_run(ocr, str(path), None, timeout))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hydra_rag.documents import Skip
 from hydra_rag.documents.heads import HEAD, find_headings, mark, unmark
+from hydra_rag.documents.printed import LINE_END_HYPHEN, blocks, rejoin
 from hydra_rag.documents.text import Builder
 
 # A page with fewer letters or digits than this holds no text layer to speak of; a PDF made of
@@ -30,23 +31,6 @@ EDGE = 2  # lines at a page's top and bottom where running heads and page number
 
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _HYPHENS = ("\x02", "\ufffe")  # PDFium's marks for a hyphen it joined or could not map
-_LINE_END_HYPHEN = "\ue000"  # a hyphen at a printed line's end, resolved for the whole document
-_BROKEN_WORD = re.compile(r"(\w+)\ue000(\w*)")
-
-
-def _rejoin(pages: list[list[str]]) -> list[list[str]]:
-    """Words broken over printed lines at a hyphen: "man-agement" is one word if "management"
-    occurs elsewhere in the document, "well-established" keeps its hyphen otherwise."""
-    if not any(_LINE_END_HYPHEN in ln for lines in pages for ln in lines):
-        return pages
-    words = {w.casefold() for lines in pages for ln in lines for w in re.findall(r"\w+", ln)}
-
-    def join(m: re.Match[str]) -> str:
-        a, b = m.group(1), m.group(2)
-        return a + b if (a + b).casefold() in words else f"{a}-{b}"
-
-    return [[_BROKEN_WORD.sub(join, ln).replace(_LINE_END_HYPHEN, "-") for ln in lines]
-            for lines in pages]
 
 
 def _page_lines(page: object) -> list[str]:
@@ -102,7 +86,7 @@ def _page_lines(page: object) -> list[str]:
                         if a is None or b is None or abs(a - b) <= 2:
                             ch = "-"
                         else:  # where a printed line ends: PDFium's soft hyphen, or either
-                            ch = "" if ch == "\x02" else _LINE_END_HYPHEN
+                            ch = "" if ch == "\x02" else LINE_END_HYPHEN
                     out.append(ch)
                 line = "".join(out)
             lines.append(line)
@@ -286,34 +270,6 @@ def _place(lines: list[str], heads: list[tuple[int, str]]) -> list[tuple[int, in
     return placed
 
 
-def _blocks(b: Builder, lines: list[str]) -> None:
-    """A page's lines into the builder, a line marked as a heading (heads.HEAD and its
-    level) as one; a title printed over several lines is one heading."""
-    run: list[str] = []
-    title: list[str] = []
-    level = 0
-    for line in [*lines, ""]:
-        if line.startswith(HEAD):
-            lv = int(line[1])
-            if title and lv != level:
-                b.heading(level, " ".join(title))
-                title = []
-            if not title:
-                b.block("\n".join(run))
-                run = []
-            level = lv
-            title.append(line[2:].strip())
-            continue
-        if title and line.strip():
-            b.heading(level, " ".join(title))
-            title = []
-        if not title:
-            run.append(line)
-    if title:
-        b.heading(level, " ".join(title))
-    b.block("\n".join(run))
-
-
 def _has_images(page: object) -> bool:
     import pypdfium2.raw as raw
 
@@ -323,7 +279,7 @@ def _has_images(page: object) -> bool:
 
 def _ocr_page(page: object, b: Builder, number: int) -> list[str]:
     """The printed lines OCR reads on a page without a text layer (rendered at ocr.DPI, grey),
-    a word hyphenated at a line's end marked as the text layer marks it (see _rejoin)."""
+    each marked with its size as the text layer's lines are (heads.mark)."""
     from hydra_rag.documents import ocr
 
     assert b.ocr is not None
@@ -332,23 +288,12 @@ def _ocr_page(page: object, b: Builder, number: int) -> list[str]:
         if bitmap.n_channels != 1:
             raise Skip("corrupt", "PDFium did not render a grey page")
         try:
-            lines = ocr.read_gray(b.ocr, bitmap.width, bitmap.height, bitmap.stride,
-                                  bytes(bitmap.buffer), b.page_timeout)
+            return ocr.read_gray(b.ocr, bitmap.width, bitmap.height, bitmap.stride,
+                                 bytes(bitmap.buffer), b.page_timeout)
         except ocr.OcrError as exc:
             raise Skip(exc.reason, f"page {number}: {exc}") from None
     finally:
         bitmap.close()
-    return _mark_hyphens(lines)
-
-
-def _mark_hyphens(lines: list[str]) -> list[str]:
-    out = list(lines)
-    for i in range(len(out) - 1):
-        line, after = out[i].rstrip(), out[i + 1].lstrip()
-        if len(line) > 1 and line[-1] in "-\u00ad" and line[-2].isalpha() and after[:1].islower():
-            word, _, rest = after.partition(" ")
-            out[i], out[i + 1] = line[:-1] + _LINE_END_HYPHEN + word, rest
-    return out
 
 
 def extract(path: Path, b: Builder) -> None:
@@ -392,7 +337,7 @@ def extract(path: Path, b: Builder) -> None:
         b.chars = 0
         # Without an outline, headings are told by their type (size, weight); the marks go.
         texts = unmark(texts) if heads else find_headings(texts)
-        texts = _rejoin(texts)
+        texts = rejoin(texts)
         running = _running(texts)
         texts = _heads_over_turns([_strip_running(lines, running) for lines in texts])
         last = ""  # the previous page's last line of text
@@ -411,7 +356,7 @@ def extract(path: Path, b: Builder) -> None:
                     taken = max(taken, after)
                 b.block("\n".join(lines[taken:]))
             else:
-                _blocks(b, lines)
+                blocks(b, lines)
         if pages and not with_text:
             if unread:
                 raise Skip("scanned", f"{pages} pages, none with a text layer; {b.ocr_why}")

@@ -170,3 +170,41 @@ def test_doctor_says_whether_scans_can_be_read(engine: ocr.Ocr, monkeypatch: pyt
     monkeypatch.setenv("HYDRA_RAG_OCR_COMMAND", "/nonexistent/tesseract")
     check = ocr_check(load_settings())
     assert check.status == "warn" and "apt-get install tesseract-ocr" in check.fix
+
+
+def test_a_scan_keeps_its_headings_told_by_size(engine: ocr.Ocr, tmp_path: Path) -> None:
+    """OCR tells no bold, but Tesseract measures each line (hOCR x_size): a title set larger
+    than the text is a heading, its printed lines one title, on a scanned page as in a PDF
+    without an outline; the section trail follows."""
+    from fpdf import FPDF
+
+    from hydra_rag.read.chunk import section_at
+
+    body = ("The pilot boat left the inner harbour at first light and reported the state of "
+            "the sea, the wind and the visibility at each of the outer buoys. ")
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", "B", 20)
+    pdf.multi_cell(0, 10, "Harbour Report", new_x="LMARGIN", new_y="NEXT")
+    for title in ("Moorings and the state of the\nnorthern breakwater after the storm",
+                  "Lights and signals"):
+        pdf.ln(4)
+        pdf.set_font("helvetica", "B", 14)
+        pdf.multi_cell(0, 8, title, new_x="LMARGIN", new_y="NEXT")
+        pdf.ln(2)
+        pdf.set_font("helvetica", size=11)
+        pdf.multi_cell(0, 6, body * 3, new_x="LMARGIN", new_y="NEXT")
+    source = tmp_path / "report.pdf"
+    pdf.output(str(source))
+    scan = scanned(source, tmp_path / "scan.pdf")
+    ex = extract_file(scan, "pdf", ocr_spec=engine.spec)
+    heads = [ln for ln in ex.text.splitlines() if ln.startswith("#")]
+    assert heads == ["# Harbour Report",
+                     "## Moorings and the state of the northern breakwater after the storm",
+                     "## Lights and signals"], heads
+    line = next(i for i, ln in enumerate(ex.text.splitlines(), start=1)
+                if ln.startswith("## Lights")) + 2
+    assert section_at(ex.text, "md", line) == "Harbour Report › Lights and signals"
+    png = extract_file(scanned_image(source, tmp_path / "report.png"), "image",
+                       ocr_spec=engine.spec)
+    assert [ln for ln in png.text.splitlines() if ln.startswith("#")] == heads
