@@ -34,11 +34,12 @@ Each layout is indexed in its own folder (bench/.work/documents/<layout>, rebuil
 The first is the figure asked for (goal: within 0.02 of Markdown); the second tells retrieval
 apart from attribution. Also per layout: `sec_ok`, the share of the top-10 hits whose section
 names an abstract their text comes from; `paged`, the share of hits that carry a page (PDF,
-DOCX) and `page_ok`, of those, the share whose text is on a cited page; `heads`, the abstract
-titles that come out of extraction as headings; `leak`, boilerplate phrases that come out of
-the HTML pages. Extraction speed: `extract_file` in this process over every file of the
-layout, pages/s (PDF, DOCX); the `index` column is the whole index_folder run against the same
-text as Markdown. Work files go to bench/.work/documents/.
+DOCX) and `page_ok`, of those, the share whose cited lines (those matching the query best, as
+search cites a page; the chunk's lines for a hit by meaning alone) are all on its cited pages;
+`heads`, the abstract titles that come out of extraction as headings; `leak`, boilerplate
+phrases that come out of the HTML pages. Extraction speed: `extract_file` in this process over
+every file of the layout, pages/s (PDF, DOCX); the `index` column is the whole index_folder run
+against the same text as Markdown. Work files go to bench/.work/documents/.
 """
 
 from __future__ import annotations
@@ -359,6 +360,16 @@ def body_line(text: str) -> str:
     return ""
 
 
+def cited_lines(text: str, query: str) -> list[str]:
+    """The lines a hit's page is cited by (as hydra_rag.search.retrieve cites it: those that
+    match the query best, else the chunk's text), each as the start of its compact key."""
+    from hydra_rag.search.evidence import best_lines
+
+    lines = text.splitlines()
+    chosen = [lines[i] for i in best_lines(text, query)] or lines
+    return [key(ln)[:60] for ln in chosen if not ln.startswith("#") and len(key(ln)) >= 25]
+
+
 # ------------------------------------------------------------------------------ evaluation
 
 
@@ -392,9 +403,11 @@ def evaluate(lay: Layout, mapper: Mapper, queries: list[dict[str, str]],
                 if h.page_start:
                     paged += 1
                     pages = lay.pages.get(Path(h.path).name)
-                    if pages and line:
+                    cited = cited_lines(h.text, q["text"])
+                    if pages and cited:
                         page_checked += 1
-                        page_ok += any(line in p for p in pages[h.page_start - 1:h.page_end])
+                        on = "".join(pages[h.page_start - 1:h.page_end])
+                        page_ok += all(ln in on for ln in cited)
     finally:
         searcher.close()
     mean = statistics.mean

@@ -14,7 +14,7 @@ from typing import Any
 
 # Bumped when extraction changes what it makes of a file: cached texts of older versions are
 # not used, and documents indexed by an older version are extracted again.
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 2  # 2: headings by type (PDF, DOCX, OCR), pandoc ids, cited pages
 
 # Suffix → format. Legacy binary Office formats (.doc, .xls, .ppt) stay skipped.
 FORMATS = {
@@ -73,13 +73,16 @@ class Extracted:
     format: str
     unit: str = ""
     starts: list[int] = field(default_factory=list)
+    unread: list[int] = field(default_factory=list)  # pages without text, left unread (no OCR)
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "format": self.format, "unit": self.unit, "starts": self.starts}
+        return {"text": self.text, "format": self.format, "unit": self.unit, "starts": self.starts,
+                "unread": self.unread}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Extracted:
-        return cls(d["text"], d["format"], d.get("unit", ""), list(d.get("starts", [])))
+        return cls(d["text"], d["format"], d.get("unit", ""), list(d.get("starts", [])),
+                   list(d.get("unread", [])))
 
 
 def anchors(starts: list[int], line_start: int, line_end: int) -> tuple[int, int]:

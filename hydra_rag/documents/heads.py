@@ -91,9 +91,9 @@ def levels(typed: list[tuple[float, bool, str] | None], longest: int = MAX_HEADI
     ranks = [rank(t) for t in typed]
     for i in range(1, len(typed)):
         # A title's last printed line ("2015.") is of its type though it may have no letters.
-        t, above = typed[i], typed[i - 1]
-        if ranks[i] is None and ranks[i - 1] is not None and t and above \
-                and t[:2] == above[:2] and t[2].strip() and len(t[2].strip()) <= longest:
+        t, prev = typed[i], typed[i - 1]
+        if ranks[i] is None and ranks[i - 1] is not None and t and prev \
+                and t[:2] == prev[:2] and t[2].strip() and len(t[2].strip()) <= longest:
             ranks[i] = ranks[i - 1]
     lines_n = sum(1 for t in typed if t and t[2].strip())
     counts = Counter(r for r in ranks if r is not None)
@@ -122,12 +122,12 @@ def find_headings(pages: list[list[str]]) -> list[list[str]]:
         if found[i] and found[i - 1] and a and b and a[1] == b[1] \
                 and min(a[0], b[0]) >= SAME_TITLE * max(a[0], b[0]):
             found[i] = found[i - 1]
-    found = iter(found)
+    each = iter(found)
     out: list[list[str]] = []
     for lines in pages:
         page = []
         for ln in lines:
-            t, lv = _read(ln), next(found)
+            t, lv = _read(ln), next(each)
             page.append(ln if t is None else f"{HEAD}{lv}{t[2].strip()}" if lv else t[2])
         out.append(page)
     return out

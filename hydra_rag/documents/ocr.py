@@ -3,11 +3,11 @@
 A PDF page without a text layer (a scan, a phone app's photo) is rendered by PDFium at 300 dpi
 in grey and handed to `tesseract` on stdin; an image file the user included (PNG, JPEG, TIFF)
 is handed over by path. Tesseract answers in hOCR, whose lines carry their measured size:
-headings are told by it as in a PDF without an outline (heads.py). Tesseract runs as a child of the extraction worker, so the worker's
-memory bound holds it too, with a time bound per page; one OpenMP thread, because on a busy
-two-core machine its threads wait for each other (2.1 s a page with one, 4.1 s with two, in
-one run here). Without the program, such pages are skipped with a reason that says how to get
-it (`SCANNED_HINT`).
+headings are told by it as in a PDF without an outline (heads.py). Tesseract runs as a child of
+the extraction worker, so the worker's memory bound holds it too, with a time bound per page;
+one OpenMP thread, because on a busy two-core machine its threads wait for each other (2.1 s a
+page with one, 4.1 s with two, in one run here). Without the program, such pages are skipped
+with a reason that says how to get it (`SCANNED_HINT`).
 
 An OCR configuration travels as one string, `Ocr.spec` ("tesseract|eng+deu"; "" when OCR is
 off or cannot run): the worker's request carries it, and the extraction cache keys the texts

@@ -309,7 +309,7 @@ def extract(path: Path, b: Builder) -> None:
     try:
         pages = len(pdf)
         heads = _outline(pdf, pages)
-        with_text = scanned = unread = 0  # pages: with text, read by OCR, left unread
+        with_text = scanned = 0  # pages: with text, read by OCR
         texts: list[list[str]] = []
         for index in range(pages):
             try:
@@ -321,7 +321,7 @@ def extract(path: Path, b: Builder) -> None:
                 text = "\n".join(lines)
                 if len(_WORD.findall(text, 0, 4096)) < MIN_PAGE_TEXT and _has_images(page):
                     if b.ocr is None:
-                        unread += 1
+                        b.unread.append(index + 1)
                     else:
                         lines = _ocr_page(page, b, index + 1) or lines
                         text = "\n".join(lines)
@@ -358,7 +358,7 @@ def extract(path: Path, b: Builder) -> None:
             else:
                 blocks(b, lines)
         if pages and not with_text:
-            if unread:
+            if b.unread:
                 raise Skip("scanned", f"{pages} pages, none with a text layer; {b.ocr_why}")
             if scanned:
                 raise Skip("scanned", f"{pages} pages without a text layer; OCR read no text")

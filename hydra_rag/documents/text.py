@@ -40,6 +40,7 @@ class Builder:
         self.ocr: Ocr | None = None
         self.ocr_why = ""
         self.page_timeout = 60.0  # seconds OCR may take on one page
+        self.unread: list[int] = []  # pages without text left unread, for want of OCR
 
     def _add(self, line: str) -> None:
         self.chars += len(line) + 1
@@ -105,7 +106,8 @@ class Builder:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (a broken RTF \u escape, a PDF's text)
             text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return Extracted(text, self.fmt, self.unit if self.starts else "", self.starts)
+        return Extracted(text, self.fmt, self.unit if self.starts else "", self.starts,
+                         self.unread)
 
     def has_text(self, at_least: int = 1) -> bool:
         return sum(len(ln.strip()) for ln in self.lines if not ln.startswith("#")) >= at_least

@@ -57,6 +57,8 @@ class IndexReport:
     long_lines: list[str] = field(default_factory=list)
     # documents skipped for their content, with what was wrong ("encrypted: password-protected")
     document_problems: dict[str, str] = field(default_factory=dict)
+    # documents indexed with pages left unread (no text layer, no OCR): path → page numbers
+    unread_pages: dict[str, list[int]] = field(default_factory=dict)
     files_left: int = 0  # changed files a stopped run left for the next one (see index_folder)
     documents_extracted: int = 0  # documents read by the extractor (the rest came from its cache)
     elapsed_s: float = 0.0

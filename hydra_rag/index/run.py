@@ -261,6 +261,8 @@ class Run(State):
         report.files_skipped = dict(skipped)
         if report.long_lines:
             report.notes.append(_long_lines_note(report.long_lines))
+        if report.unread_pages:
+            report.notes.append(_unread_note(report.unread_pages, self.docs.sandbox.ocr_why))
         self._refresh(set(TABLES) if self.resumed else touched)
 
     def _backfill(self, rels: list[str]) -> None:
@@ -350,6 +352,8 @@ class Run(State):
             if src.detail:
                 self.report.document_problems[cand.rel] = f"{src.skip}: {src.detail}"
             return Prepared(cand, None, [], src.skip, detail=src.detail)
+        if src.unread:
+            self.report.unread_pages[cand.rel] = list(src.unread)
         return prepare(cand, src, self.clients[self.embedders[src.kind].id].fits,
                        self.analysis[src.kind].document, keep_document=self.ctx is not None)
 
@@ -532,6 +536,23 @@ class Run(State):
             self.report.chunks_removed += len(old.chunks)
             return {old.kind}
         return set()
+
+
+def _unread_note(unread: dict[str, list[int]], why: str) -> str:
+    """What a run says of documents it indexed with scanned pages it could not read."""
+    shown = [f"{rel} ({_page_list(pages)})" for rel, pages in list(unread.items())[:5]]
+    more = f" and {len(unread) - 5} more" if len(unread) > 5 else ""
+    n = len(unread)
+    return (f"{n} document{'s' * (n > 1)} with pages without a text layer, not read: "
+            f"{', '.join(shown)}{more}; {why}")
+
+
+def _page_list(pages: list[int]) -> str:
+    if len(pages) == 1:
+        return f"p. {pages[0]}"
+    if pages[-1] - pages[0] == len(pages) - 1:
+        return f"pp. {pages[0]}–{pages[-1]}"
+    return "pp. " + ", ".join(map(str, pages[:6])) + (", …" if len(pages) > 6 else "")
 
 
 def _long_lines_note(paths: list[str]) -> str:

@@ -34,6 +34,7 @@ class Source:
     skip: str = ""
     detail: str = ""  # what made a document unreadable ("password-protected", "page 3: …")
     digest: str = ""  # of the content indexed (digest_of)
+    unread: tuple[int, ...] = ()  # a document's pages without text, left unread for want of OCR
 
 
 def reader_for(settings: Any, index_dir: Path | None, write: bool = True) -> Reader:
@@ -56,7 +57,7 @@ def read_source(root: Path, cand: Candidate, reader: Reader | None) -> Source:
             return Source(None, skip=why)
         return Source(ex.text, PROSE, "md",
                       {"key": key, "format": ex.format, "unit": ex.unit, "starts": ex.starts},
-                      digest=key)
+                      digest=key, unread=tuple(ex.unread))
     text, why = read_indexable(path, cand.included, cand.secrets)
     if text is None:
         return Source(None, skip=why)

@@ -127,13 +127,21 @@ def test_index_reads_scans_images_when_included_and_retries_when_ocr_comes(
     scanned(letter, root / "log.pdf")
     scanned_image(letter, root / "notice.png", page=4)
     (root / "README.md").write_text("# Harbour\n\nThe harbour office keeps its logs here.\n")
+    minutes = letter_pdf(tmp_path / "minutes.pdf", [
+        ["Minutes of the meeting of the lock keepers, held in the harbour office."],
+        ["The sluice gate of the east lock was repaired by the divers in April."]])
+    scanned(minutes, root / "minutes.pdf", keep_text=(0,))  # page 2 scanned
 
-    # No OCR at hand: the scan is skipped with how to get it, the picture is left out by name.
+    # No OCR at hand: the scan is skipped with how to get it, the picture is left out by name,
+    # and a PDF with a scanned page is indexed with a note naming the page it could not read.
     missing = {"HYDRA_RAG_OCR_COMMAND": str(tmp_path / "no-tesseract")}
     proc = run_cli("index", str(root), "--json", env=missing)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert report["files_indexed"] == 1 and report["files_skipped"]["scanned"] == 1, report
+    assert report["files_indexed"] == 2 and report["files_skipped"]["scanned"] == 1, report
+    assert report["unread_pages"] == {"minutes.pdf": [2]}, report
+    assert any("minutes.pdf (p. 2)" in n and "apt-get install tesseract-ocr" in n
+               for n in report["notes"]), report["notes"]
     proc = run_cli("status", str(root), "--files", env=missing)
     assert "log.pdf" in proc.stdout and "apt-get install tesseract-ocr" in proc.stdout, proc.stdout
     assert "notice.png" in proc.stdout and "blacklisted" in proc.stdout, proc.stdout
@@ -142,7 +150,12 @@ def test_index_reads_scans_images_when_included_and_retries_when_ocr_comes(
     proc = run_cli("index", str(root), "--json", "--include", "*.png")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert report["files_indexed"] == 2 and report["documents_extracted"] == 2, report
+    # the scan, the picture, and the PDF whose scanned page is read now
+    assert report["files_indexed"] == 3 and report["documents_extracted"] == 3, report
+    assert report["unread_pages"] == {}, report
+    proc = run_cli("search", "sluice gate of the east lock", "--path", str(root), "--json")
+    top = json.loads(proc.stdout)["results"][0]
+    assert (top["path"], top["page_start"]) == ("minutes.pdf", 2), top
     proc = run_cli("search", "fog rolling over the anchorage", "--path", str(root), "--json")
     top = json.loads(proc.stdout)["results"][0]
     # cited by the page of the lines that match, not the span of the chunk (pages 1-6)
