@@ -523,6 +523,9 @@ def main() -> None:
         es, pages = ex["extract_s"], ex["pages"]
         row["pages_per_s"] = pages / es if pages and es else None  # type: ignore[operator]
         row["files_per_s"] = len(lay.files) / es if es else None  # type: ignore[operator]
+        mb = sum(p.stat().st_size for p in lay.files) / 2**20
+        row["mb"] = mb
+        row["s_per_mb"] = es / mb if es else None  # type: ignore[operator]
         rows.append(row)
     base = next(r for r in rows if r["layout"] == "md")
     for r in rows:
@@ -535,13 +538,14 @@ def main() -> None:
 
     print(f"{'layout':10} {'nDCG sect':>9} {'Δ md':>6} {'nDCG text':>9} {'sec_ok':>6} "
           f"{'paged':>5} {'page_ok':>7} {'heads':>5} {'files':>5} {'pages':>5} {'chunks':>6} "
-          f"{'extract':>7} {'pages/s':>7} {'index':>6} {'×md':>4}  leak")
+          f"{'extract':>7} {'s/MB':>6} {'pages/s':>7} {'index':>6} {'×md':>4}  leak")
     for r in rows:
         print(f"{r['layout']:10} {r['ndcg10']:9.3f} {r['delta_vs_markdown']:+6.3f} "
               f"{r['ndcg10_text']:9.3f} {r['sec_ok']:6.1%} {r['paged']:5.0%} "
               f"{f(r['page_ok'], '7.1%')} {r['heads']:5.0%} {r['files']:5d} "
               f"{f(r['pages'], '5d')} {r['chunks']:6d} {f(r['extract_s'], '6.2f'):>6}s "
-              f"{f(r['pages_per_s'], '7.1f')} {r['index_s']:5.1f}s {r['index_vs_markdown']:4.1f}  "
+              f"{f(r['s_per_mb'], '6.2f')} {f(r['pages_per_s'], '7.1f')} {r['index_s']:5.1f}s "
+              f"{r['index_vs_markdown']:4.1f}  "
               f"{r['leak'] or '-'}")
     print("\ngoal: nDCG@10 by section within 0.02 of Markdown "
           + ", ".join(f"{r['layout']} {'ok' if r['delta_vs_markdown'] >= -0.02 else 'MISSED'}"
