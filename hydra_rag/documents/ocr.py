@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import statistics
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -135,9 +136,10 @@ def _run(ocr: Ocr, source: str, data: bytes | None, timeout: float) -> str:
 
 def pages_of(hocr: str) -> list[list[str]]:
     """Each page's printed lines in Tesseract's hOCR, marked with their size (heads.mark:
-    the line's x_size, Tesseract's estimate of its letters' height, as points at DPI; OCR
-    does not tell bold) so that headings are told by size as in a text layer; a blank line
-    between paragraphs; a word hyphenated at a line's end marked for printed.rejoin."""
+    the median x_size of the paragraph's lines, Tesseract's estimate of its letters' height,
+    as points at DPI; OCR does not tell bold) so that headings are told by size as in a text
+    layer; a blank line between paragraphs; a word hyphenated at a line's end marked for
+    printed.rejoin."""
     try:
         root = ElementTree.fromstring(hocr.encode("utf-8"))
     except ElementTree.ParseError as exc:
@@ -150,14 +152,18 @@ def pages_of(hocr: str) -> list[list[str]]:
             for line in _with_class(par, *_LINES):
                 words = ("".join(w.itertext()).strip() for w in _with_class(line, "ocrx_word"))
                 text = " ".join(w for w in words if w)
-                size = _X_SIZE.search(line.get("title", ""))
+                x_size = _X_SIZE.search(line.get("title", ""))
                 if text:
-                    sized.append((float(size.group(1)) * 72 / DPI if size else 0.0, text))
-            texts = _mark_hyphens([t for _, t in sized])
-            if lines and sized:
+                    sized.append((float(x_size.group(1)) * 72 / DPI if x_size else 0.0, text))
+            if not sized:
+                continue
+            # A paragraph's lines are of one type: each measured anew varies by a pixel or
+            # two, their median does not.
+            size = statistics.median(sz for sz, _ in sized)
+            if lines:
                 lines.append("")
-            lines += [mark(size, False, measured=True) + t for (size, _), t in zip(sized, texts, strict=True)
-                      if t.strip()]
+            lines += [mark(size, False, measured=True) + t
+                      for t in _mark_hyphens([t for _, t in sized]) if t.strip()]
         pages.append(lines)
     return pages
 
