@@ -23,7 +23,8 @@ from pathlib import PurePosixPath
 
 # 2: heading-aware breaks and sections
 # 3: code chunks start where a definition starts and end where one ends (hydra_rag.read.symbols)
-CHUNKER_VERSION = 3
+# 4: a section's tail is not run on into the next section (_section_start)
+CHUNKER_VERSION = 4
 TARGET = 1500
 OVERLAP = 200
 HARD = 3000
@@ -32,6 +33,10 @@ _MIN_FILL = 0.6
 # In code a chunk may end sooner, from this share, so that the next one starts a definition.
 _DEF_FILL = 0.3
 _BEFORE_DEF = 6  # _break_score before a definition
+# A chunk that goes on with a section may end sooner, from this share, so that the next one
+# starts a section (_section_start).
+_HEAD_FILL = 0.25
+_BEFORE_HEAD = 4  # _break_score before a heading
 
 
 @dataclass(frozen=True)
@@ -272,7 +277,7 @@ def _break_score(units: list[_Unit], start: int, i: int, ol: _Outline) -> int:
         if _is_head(units[j], ol.lines):
             return -1  # on a heading, or the blank lines after one
         if nxt is not None and nxt.line != units[i].line and _is_head(nxt, ol.starts):
-            return 4  # before a heading: the next chunk starts a section
+            return _BEFORE_HEAD  # before a heading: the next chunk starts a section
     if not cur.strip():
         return 3  # after a blank line: between paragraphs or definitions
     if nxt is not None and not nxt.text[0].isspace() and nxt.whole:
@@ -280,6 +285,22 @@ def _break_score(units: list[_Unit], start: int, i: int, ol: _Outline) -> int:
     if nxt is not None and not nxt.text.strip():
         return 1
     return 0
+
+
+def _section_start(units: list[_Unit], start: int, end: int, target: int,
+                   ol: _Outline) -> int | None:
+    """A chunk that goes on with a section (it does not start at a heading) ends before the
+    next section starts within it, once it holds _HEAD_FILL of the target: the end (exclusive)
+    it takes then, else None. Otherwise a section's short tail runs on into the next
+    section's title and first lines, and the chunk is about two things."""
+    if not ol.starts or ol.defs or _is_head(units[start], ol.starts):
+        return None
+    acc = 0
+    for i in range(start, end - 1):
+        acc += len(units[i].text)
+        if acc >= target * _HEAD_FILL and _break_score(units, start, i, ol) == _BEFORE_HEAD:
+            return i + 1
+    return None
 
 
 def _off_heading(units: list[_Unit], start: int, end: int, ol: _Outline) -> int:
@@ -313,7 +334,9 @@ def _split(units: list[_Unit], target: int, overlap: int, ol: _Outline) -> list[
         while end < n and (end == start or size + len(units[end].text) <= target):
             size += len(units[end].text)
             end += 1
-        if end < n:
+        if sooner := _section_start(units, start, end, target, ol):
+            end = sooner
+        elif end < n:
             # Prefer ending at a natural boundary in the last part of the chunk.
             best, best_score, acc = end - 1, -1, 0
             for i in range(start, end):

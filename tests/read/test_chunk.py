@@ -212,6 +212,20 @@ def test_a_heading_is_never_left_alone_at_a_chunk_end() -> None:
     assert chunk.text.startswith("## Only") and chunk.text.rstrip().endswith("y")
 
 
+def test_a_sections_short_tail_does_not_run_into_the_next_section() -> None:
+    """A section a little longer than one chunk: its tail is a chunk of its own, and the next
+    section's title and first lines start the next chunk (not the end of one about both)."""
+    para = " ".join(f"alpha{i}" for i in range(40)) + "\n"  # ~330 characters a paragraph
+    first = "## First study\n\n" + "\n".join([para] * 6)  # ~2,000 characters
+    second = "## Second study\n\n" + "\n".join(p.replace("alpha", "beta") for p in [para] * 3)
+    text = "# Report\n\n" + first + "\n" + second
+    chunks = chunk_text(text, markup="md")
+    _check_ranges(text, chunks)
+    for ch in chunks:
+        assert not ("alpha" in ch.text and "beta" in ch.text), (ch.line_start, ch.line_end)
+    assert any(ch.text.startswith("## Second study") for ch in chunks)
+
+
 def test_long_section_paths_are_cut() -> None:
     from hydra_rag.read.chunk import SECTION_SEP
 
