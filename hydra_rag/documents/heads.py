@@ -94,12 +94,16 @@ def levels(typed: list[tuple[float, bool, str] | None], longest: int = MAX_HEADI
         return None
 
     ranks = [rank(t) for t in typed]
-    for i in range(1, len(typed)):
+    last = -1  # the line before, blank lines aside
+    for i, t in enumerate(typed):
+        if not (t and t[2].strip()):
+            continue
         # A title's last printed line ("2015.") is of its type though it may have no letters.
-        t, prev = typed[i], typed[i - 1]
-        if ranks[i] is None and ranks[i - 1] is not None and t and prev \
-                and t[:2] == prev[:2] and t[2].strip() and len(t[2].strip()) <= longest:
-            ranks[i] = ranks[i - 1]
+        prev = typed[last] if last >= 0 else None
+        if ranks[i] is None and prev and ranks[last] is not None and t[:2] == prev[:2] \
+                and len(t[2].strip()) <= longest:
+            ranks[i] = ranks[last]
+        last = i
     lines_n = sum(1 for t in typed if t and t[2].strip())
     counts = Counter(r for r in ranks if r is not None)
     sizes = sorted((r for r, n in counts.items() if n <= MAX_SHARE * lines_n), reverse=True)
