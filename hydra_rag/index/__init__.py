@@ -1,8 +1,8 @@
 """Indexing: a folder's files walked and read (hydra_rag.read), chunked, embedded (hydra_rag.models)
-and stored in `.hydra-index/` (hydra_rag.store), incrementally and crash-safely (run.py); what
-an index holds against the folder now (status.py); a dry run; contextual retrieval's
-situating sentences (contextualize.py); keeping indexes fresh as files change (watch.py, and
-its systemd user unit, systemd.py).
+and stored in `.hydra-index/` (hydra_rag.store), incrementally and crash-safely (run.py, a batch at
+a time: batches.py); what an index holds against the folder now (status.py); a dry run; contextual
+retrieval's situating sentences (contextualize.py); keeping indexes fresh as files change (watch.py,
+and its systemd user unit, systemd.py).
 
 Offers the front ends: index_folder, dry_run, folder_status/statuses and the reports.
 """

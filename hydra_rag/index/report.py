@@ -1,11 +1,13 @@
-"""What an index run reports: progress as it goes, the summary at the end, a dry run's list, and
-the interruption that says what was kept."""
+"""What an index run reports: progress as it goes, the summary at the end (and the notes it adds
+to it), a dry run's list, and the interruption that says what was kept."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from hydra_rag.read.walk import LONG_LINE
 
 
 @dataclass
@@ -78,3 +80,28 @@ class DryRunReport:
     skipped: dict[str, list[str]]
     long_lines: list[str] = field(default_factory=list)  # files an index run would warn about
     document_problems: dict[str, str] = field(default_factory=dict)  # path → "reason: detail"
+
+
+def unread_note(unread: dict[str, list[int]], why: str) -> str:
+    """What a run says of documents it indexed with scanned pages it could not read."""
+    shown = [f"{rel} ({_page_list(pages)})" for rel, pages in list(unread.items())[:5]]
+    more = f" and {len(unread) - 5} more" if len(unread) > 5 else ""
+    n = len(unread)
+    return (f"{n} document{'s' * (n > 1)} with pages without a text layer, not read: "
+            f"{', '.join(shown)}{more}; {why}")
+
+
+def _page_list(pages: list[int]) -> str:
+    if len(pages) == 1:
+        return f"p. {pages[0]}"
+    if pages[-1] - pages[0] == len(pages) - 1:
+        return f"pp. {pages[0]}–{pages[-1]}"
+    return "pp. " + ", ".join(map(str, pages[:6])) + (", …" if len(pages) > 6 else "")
+
+
+def long_lines_note(paths: list[str]) -> str:
+    n = len(paths)
+    return (f"{n} indexed file{'s are' if n > 1 else ' is'} mostly minified code or data on lines "
+            f"over {LONG_LINE:,} characters, cut mid-line into chunks that search poorly: "
+            + ", ".join(paths[:5]) + (" …" if n > 5 else "")
+            + " (--exclude or a .hydraignore leaves them out)")

@@ -6,23 +6,28 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hydra_rag.config import Settings
-from hydra_rag.documents import EXTRACTOR_VERSION, SKIPS
+from hydra_rag.documents import EXTRACTOR_VERSION
 from hydra_rag.errors import HydraError, IndexLocked
+from hydra_rag.index.batches import Batches
 from hydra_rag.index.prepare import Prepared, prepare, read_ahead, symbols_of
-from hydra_rag.index.report import IndexInterrupted, IndexReport, Progress, ProgressFn
+from hydra_rag.index.report import (
+    IndexInterrupted,
+    IndexReport,
+    Progress,
+    ProgressFn,
+    long_lines_note,
+    unread_note,
+)
 from hydra_rag.index.state import State, diff, stale_analysis
 from hydra_rag.locks import file_lock, lock_holder, lock_label
 from hydra_rag.paths import state_dir
-from hydra_rag.read.chunk import with_context
-from hydra_rag.read.secrets import SECRET
 from hydra_rag.read.source import (
     read_source,
     recorded_secrets,
@@ -30,24 +35,18 @@ from hydra_rag.read.source import (
     resolve_root,
     walker,
 )
-from hydra_rag.read.walk import LONG_LINE, OVERRIDABLE, Candidate, WalkResult
+from hydra_rag.read.walk import Candidate, WalkResult
 from hydra_rag.store import access, rebuild, registry
 from hydra_rag.store.filelist import Light
 from hydra_rag.store.index_dir import FORMAT_VERSION, TABLES, FileEntry, Store, marker
 from hydra_rag.store.lexical import parse_language
 from hydra_rag.store.symbols import SYMBOLS_VERSION
 
-if TYPE_CHECKING:
-    from hydra_rag.models.embed import EmbedClient
-
-# Document skips remembered in files.db: an unchanged file is not extracted again to fail again
-# (touching it, `index --full` or a new extractor version retries it).
 # How long a run waits for a watch's run on the same folder (incremental: seconds, as a rule).
 WATCH_WAIT_S = 600.0
 
-DOCUMENT_SKIPS = tuple(r for r in SKIPS if r != "too_large")
 
-class Run(State):
+class Run(Batches, State):
     """One index run: walk, diff, read and chunk, embed, store, switch."""
 
     # Asked after each stored batch: True ends the run there, whole (what is left of the
@@ -260,9 +259,9 @@ class Run(State):
                 touched.add(t)
         report.files_skipped = dict(skipped)
         if report.long_lines:
-            report.notes.append(_long_lines_note(report.long_lines))
+            report.notes.append(long_lines_note(report.long_lines))
         if report.unread_pages:
-            report.notes.append(_unread_note(report.unread_pages, self.docs.sandbox.ocr_why))
+            report.notes.append(unread_note(report.unread_pages, self.docs.sandbox.ocr_why))
         self._refresh(set(TABLES) if self.resumed else touched)
 
     def _backfill(self, rels: list[str]) -> None:
@@ -356,211 +355,6 @@ class Run(State):
             self.report.unread_pages[cand.rel] = list(src.unread)
         return prepare(cand, src, self.clients[self.embedders[src.kind].id].fits,
                        self.analysis[src.kind].document, keep_document=self.ctx is not None)
-
-    def _flush(self, batch: list[Prepared], files: dict[str, FileEntry],
-               start_files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
-        """Embed a batch of files, add their rows, then drop their old rows, then record them.
-        This order is what makes an interruption repairable (see `_repair`). Interrupted while
-        embedding (Ctrl-C, an embedder that fails), it stores and records the files whose
-        every chunk has its vector, then raises: a batch is minutes of embedding on a CPU."""
-        store, report = self.store, self.report
-        touched: set[str] = set()
-        stopped: BaseException | None = None
-        for p in batch:
-            if p.kind is None:
-                touched |= self._skip(p, files, skipped)
-        for t in TABLES:
-            if stopped is not None:  # not embedded: left out of the batch, for the next run
-                batch = [p for p in batch if p.kind != t]
-                continue
-            items = [(p.cand, p.rows) for p in batch if p.kind == t]
-            if not items:
-                continue
-            touched.add(t)
-            # Reuse vectors of unchanged chunk texts of files indexed before.
-            reused: dict[str, Any] = {}
-            again = [c.rel for c, _ in items if c.rel in start_files and start_files[c.rel].chunks]
-            for r in store.rows_for_paths(t, again, ["hash", "vector"]):
-                reused[r["hash"]] = r["vector"]
-            all_rows = [r for _, rows in items for r in rows]
-            need = [r for r in all_rows if r["hash"] not in reused]
-            if need and self.ctx is None and t in self._kinds_before:
-                # The same text anywhere in the table (a moved, renamed or copied file): its
-                # vector is this chunk's. Not when contextualized: a context depends on the file.
-                for r in store.rows_in(t, "hash", sorted({r["hash"] for r in need}),
-                                       ["hash", "vector"]):
-                    reused[r["hash"]] = r["vector"]
-                need = [r for r in all_rows if r["hash"] not in reused]
-            if need and self.ctx is None and self._reusable(t):
-                # A rebuild for a new chunker: a chunk cut the same way keeps its vector.
-                assert self.live is not None
-                try:
-                    for r in self.live.rows_in(t, "hash", sorted({r["hash"] for r in need}),
-                                               ["hash", "vector"]):
-                        reused[r["hash"]] = r["vector"]
-                except Exception:  # noqa: BLE001 - an unreadable old table: embed instead
-                    self._live_embedders[t] = False
-                need = [r for r in all_rows if r["hash"] not in reused]
-            client = self.client(t)
-            embed_text = {id(r): x for p in batch if p.kind == t
-                          for r, x in zip(p.rows, p.inputs, strict=True)}
-            if self.ctx is not None:
-                self._contextualize(t, [p for p in batch if p.kind == t], client.fits, embed_text)
-            if need:
-                vecs, stopped = self._embed(client, [embed_text[id(r)] for r in need])
-                report.chunks_embedded += len(vecs)
-                for r, v in zip(need, vecs, strict=False):  # all of them, unless stopped
-                    r["vector"] = v
-                if stopped is not None:
-                    whole = {id(p) for p in batch if p.kind == t and all(
-                        "vector" in r or r["hash"] in reused for r in p.rows)}
-                    batch = [p for p in batch if p.kind != t or id(p) in whole]
-                    items = [(p.cand, p.rows) for p in batch if p.kind == t]
-                    all_rows = [r for _, rows in items for r in rows]
-                    need = [r for r in all_rows if r["hash"] not in reused]
-                    if not items:
-                        continue
-            for r in all_rows:
-                if "vector" not in r:
-                    r["vector"] = reused[r["hash"]]
-            report.chunks_reused += len(all_rows) - len(need)
-            # A chunk id already stored in this table (an identical chunk at the same place)
-            # must not be added twice.
-            old_ids = {c for cand, _ in items
-                       if (e := files.get(cand.rel)) is not None and e.kind == t for c in e.chunks}
-            new_rows = [r for r in all_rows if r["id"] not in old_ids]
-            store.add(t, new_rows)
-            new_ids = {r["id"] for r in all_rows}
-            stale = [i for i in old_ids if i not in new_ids]
-            store.delete_ids(t, stale)
-            report.chunks_added += len(new_rows)
-            report.chunks_removed += len(stale)
-        if self.ctx is not None:
-            self.ctx.save()  # before files.db: a recorded file's contexts are never lost
-        for p in (p for p in batch if p.kind):
-            cand, kind, rows, long_lines = p.cand, p.kind, p.rows, p.long_lines
-            if long_lines:
-                report.long_lines.append(cand.rel)
-            old = files.get(cand.rel)
-            if old is not None and old.kind and old.kind != kind and old.chunks:
-                store.delete_ids(old.kind, old.chunks)  # the file changed tables
-                report.chunks_removed += len(old.chunks)
-            files[cand.rel] = FileEntry(cand.size, cand.mtime_ns, kind, [r["id"] for r in rows],
-                                        doc=p.doc, digest=p.digest)
-            report.files_indexed += 1
-        # This batch's files alone (a skipped file may have left the record).
-        rels = [p.cand.rel for p in batch]
-        store.update_files({rel: files[rel] for rel in rels if rel in files},
-                           [rel for rel in rels if rel not in files],
-                           {p.cand.rel: (list(p.symbols[0]), list(p.symbols[1])) for p in batch})
-        for rel in rels:  # recorded: the run needs their entries no more (memory stays bounded)
-            files.pop(rel, None)
-            start_files.pop(rel, None)
-        if stopped is not None:
-            raise stopped
-        return touched
-
-    def _embed(self, client: EmbedClient, texts: list[str]) -> tuple[list[Any], BaseException | None]:
-        """The vectors of `texts`, a round of requests at a time, with progress. Interrupted
-        (Ctrl-C, an embedder that fails), it returns those of the rounds done, with what
-        stopped it: the caller keeps them and raises it."""
-        done = self._done
-        assert done is not None
-        base = done.chunks_done
-        # One request per server per round: as fast as one call for them all, and an
-        # interruption loses at most a round.
-        step = client.batch * (1 + len(client.more_urls))
-        vecs: list[Any] = []
-        for i in range(0, len(texts), step):
-
-            def on_batch(n: int, at: int = base + i, done: Progress = done) -> None:
-                done.chunks_done = at + n
-                self.progress(done)
-
-            try:
-                vecs.extend(client.embed_documents(texts[i : i + step], on_batch))
-            except (KeyboardInterrupt, HydraError) as exc:
-                return vecs, exc
-        return vecs, None
-
-    def _reusable(self, t: str) -> bool:
-        """Whether the generation in use, while a new one is built, holds vectors of table t
-        by the embedder this run uses, and without contexts (its vectors are then this run's
-        for the same embedded text)."""
-        if self.live is None or self.report.rebuild_reason == "--full":
-            return False  # --full: nothing of the old index is trusted
-        if t not in self._live_embedders:
-            try:
-                meta = self.live.read_meta()
-            except HydraError:
-                meta = {}
-            have = (meta.get("tables") or {}).get(t) or {}
-            emb = self.embedders[t]
-            self._live_embedders[t] = (not meta.get("contextualize") and t in
-                                       self.live.table_names() and
-                                       (have.get("embedder"), have.get("dims")) == (emb.id, emb.dims))
-        return self._live_embedders[t]
-
-    def _contextualize(self, t: str, prepared: list[Prepared], fits: Callable[[str], bool],
-                       embed_text: dict[int, str]) -> None:
-        """Write (or recall) each chunk's context; it goes before the chunk (and its section)
-        in the embedded text and in `lex`, shortened if they would not fit the embedder."""
-        assert self.ctx is not None
-        analysis = self.analysis[t]
-        for p in prepared:
-            for r in p.rows:
-                before = self.ctx.written
-                ctx = self.ctx.context(p.cand.rel, p.document, r["text"], r["line_start"])
-                while ctx and not fits(with_context(ctx, embed_text[id(r)])):
-                    ctx = ctx[: len(ctx) // 2].rsplit(" ", 1)[0]
-                embed_text[id(r)] = with_context(ctx, embed_text[id(r)])
-                # `lex` as reanalyse makes it: the whole section, even if the embedder got less
-                r["lex"] = analysis.document(with_context(ctx, with_context(r["section"], r["text"])))
-                if self.ctx.written != before and self.ctx.written % 25 == 0:
-                    self.ctx.save()  # an interrupted run keeps what the model has written
-                    self.progress(Progress("context", message=f"contextualized {self.ctx.written} "
-                                                              "chunks"))
-        self.report.contexts_written = self.ctx.written
-
-    def _skip(self, p: Prepared, files: dict[str, FileEntry], skipped: Counter[str]) -> set[str]:
-        """A file skipped for its content: count it, drop its old chunks, remember it so an
-        unchanged file is not read again next time."""
-        skipped[p.skip] += 1
-        old = files.pop(p.cand.rel, None)
-        if p.skip in ("binary", "not_utf8", "empty", "too_large", SECRET, *OVERRIDABLE,
-                      *DOCUMENT_SKIPS):
-            files[p.cand.rel] = FileEntry(p.cand.size, p.cand.mtime_ns, None, [], p.skip,
-                                          error=p.detail)
-        if old and old.chunks and old.kind:
-            self.store.delete_ids(old.kind, old.chunks)
-            self.report.chunks_removed += len(old.chunks)
-            return {old.kind}
-        return set()
-
-
-def _unread_note(unread: dict[str, list[int]], why: str) -> str:
-    """What a run says of documents it indexed with scanned pages it could not read."""
-    shown = [f"{rel} ({_page_list(pages)})" for rel, pages in list(unread.items())[:5]]
-    more = f" and {len(unread) - 5} more" if len(unread) > 5 else ""
-    n = len(unread)
-    return (f"{n} document{'s' * (n > 1)} with pages without a text layer, not read: "
-            f"{', '.join(shown)}{more}; {why}")
-
-
-def _page_list(pages: list[int]) -> str:
-    if len(pages) == 1:
-        return f"p. {pages[0]}"
-    if pages[-1] - pages[0] == len(pages) - 1:
-        return f"pp. {pages[0]}–{pages[-1]}"
-    return "pp. " + ", ".join(map(str, pages[:6])) + (", …" if len(pages) > 6 else "")
-
-
-def _long_lines_note(paths: list[str]) -> str:
-    n = len(paths)
-    return (f"{n} indexed file{'s are' if n > 1 else ' is'} mostly minified code or data on lines "
-            f"over {LONG_LINE:,} characters, cut mid-line into chunks that search poorly: "
-            + ", ".join(paths[:5]) + (" …" if n > 5 else "")
-            + " (--exclude or a .hydraignore leaves them out)")
 
 
 def index_folder(

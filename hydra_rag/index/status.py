@@ -216,7 +216,7 @@ def _rebuild(root: Path, store: Store, meta: dict[str, Any], recorded: dict[str,
 
 def _file_list(walked: WalkResult, recorded: dict[str, FileEntry], d: Diff) -> list[FileStatus]:
     """Every file the walk met or files.db records, with its state, sorted by path."""
-    from hydra_rag.index.run import DOCUMENT_SKIPS
+    from hydra_rag.index.batches import DOCUMENT_SKIPS
 
     added, changed = set(d.added), set(d.changed)
     out: dict[str, FileStatus] = {}
