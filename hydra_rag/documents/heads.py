@@ -21,6 +21,7 @@ _BOLD, _PLAIN = "\ue011", "\ue012"
 _MEASURED = "\ue014"  # not bold as far as anyone knows: OCR measured the size, told no weight
 _SIZE0 = 0xE100  # size in quarter points, as one character (up to 959 points)
 HEAD = "\ue013"  # a heading line: HEAD, its level (one digit), its text
+LINE_END_HYPHEN = "\ue000"  # a hyphen at a printed line's end, resolved for the whole document
 
 LARGER = 1.12  # a heading's size over the body's
 # The same for a size OCR measured (a paragraph's median x_size): 13-point titles over 11-point

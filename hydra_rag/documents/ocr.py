@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from hydra_rag.documents.heads import mark
-from hydra_rag.documents.printed import LINE_END_HYPHEN
+from hydra_rag.documents.heads import LINE_END_HYPHEN, mark
 
 DPI = 300
 INSTALL = "apt-get install tesseract-ocr"

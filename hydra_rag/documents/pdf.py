@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 from hydra_rag.documents import Skip
-from hydra_rag.documents.heads import HEAD, find_headings, mark, unmark
-from hydra_rag.documents.printed import LINE_END_HYPHEN, blocks, rejoin
+from hydra_rag.documents.heads import HEAD, LINE_END_HYPHEN, find_headings, mark, unmark
+from hydra_rag.documents.printed import blocks, rejoin
 from hydra_rag.documents.text import Builder
 
 # A page with fewer letters or digits than this holds no text layer to speak of; a PDF made of

@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from hydra_rag.documents.heads import HEAD
+from hydra_rag.documents.heads import HEAD, LINE_END_HYPHEN
 
 if TYPE_CHECKING:
     from hydra_rag.documents.text import Builder
 
-LINE_END_HYPHEN = "\ue000"  # a hyphen at a printed line's end, resolved for the whole document
 _BROKEN_WORD = re.compile(r"(\w+)\ue000(\w*)")
 
 
