@@ -11,7 +11,7 @@ from hydra_rag.documents.heads import HEAD, LINE_END_HYPHEN
 if TYPE_CHECKING:
     from hydra_rag.documents.text import Builder
 
-_BROKEN_WORD = re.compile(r"(\w+)\ue000(\w*)")
+_BROKEN_WORD = re.compile(rf"(\w+){LINE_END_HYPHEN}(\w*)")
 
 
 def rejoin(pages: list[list[str]]) -> list[list[str]]:

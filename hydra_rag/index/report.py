@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hydra_rag.documents import cite
 from hydra_rag.read.walk import LONG_LINE
 
 
@@ -92,10 +93,9 @@ def unread_note(unread: dict[str, list[int]], why: str) -> str:
 
 
 def _page_list(pages: list[int]) -> str:
-    if len(pages) == 1:
-        return f"p. {pages[0]}"
+    """`p. 3`, `pp. 3–5` for a run of pages (as a citation reads), else `pp. 2, 5, 9`."""
     if pages[-1] - pages[0] == len(pages) - 1:
-        return f"pp. {pages[0]}–{pages[-1]}"
+        return cite("page", pages[0], pages[-1])
     return "pp. " + ", ".join(map(str, pages[:6])) + (", …" if len(pages) > 6 else "")
 
 
