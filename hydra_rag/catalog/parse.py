@@ -176,7 +176,20 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
     if emb.pooling not in POOLINGS:
         raise ConfigError(f"{where}: field 'pooling' must be one of {', '.join(POOLINGS)}")
     _check_port_and_location(where, emb, EMBED_PORTS)
+    _check_backend(where, emb, onnx_ok=True)
     return emb
+
+
+def _check_backend(where: str, entry: Any, onnx_ok: bool) -> None:
+    """An `.onnx` file is run by ONNX Runtime, for embedders only, and made by `onnx-int8`;
+    that converter writes nothing else."""
+    onnx = entry.backend == "onnx"
+    if onnx and not onnx_ok:
+        raise ConfigError(f"{where}: an ONNX file serves embedders only; give a GGUF")
+    for src in entry.sources:
+        if (src.convert == "onnx-int8") != onnx and src.pypi:
+            raise ConfigError(f"{where}: convert 'onnx-int8' writes an ONNX file, and only it "
+                              "does: name the file *.onnx with that converter, *.gguf otherwise")
 
 
 def _urls(where: str, values: dict[str, Any]) -> None:
@@ -209,6 +222,7 @@ def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
     if model.chat_format not in CHAT_FORMATS:
         raise ConfigError(f"{where}: field 'chat_format' must be one of {', '.join(CHAT_FORMATS)}")
     _check_port_and_location(where, model, CHAT_PORTS)
+    _check_backend(where, model, onnx_ok=False)
     return model
 
 
@@ -225,6 +239,7 @@ def parse_reranker(origin: str, index: int, raw: Any) -> Reranker:
     if rr.max_tokens < 32:
         raise ConfigError(f"{where}: field 'max_tokens' must be at least 32, got {rr.max_tokens}")
     _check_port_and_location(where, rr, RERANK_PORTS)
+    _check_backend(where, rr, onnx_ok=False)
     return rr
 
 _BUNDLE_FIELDS: dict[str, type | tuple[type, ...]] = {

@@ -15,7 +15,7 @@ POOLINGS = ("mean", "cls", "last", "none")
 EMBED_PORTS = range(19080, 19100)
 CHAT_PORTS = range(18080, 18100)
 RERANK_PORTS = range(19100, 19120)
-CONVERTS = ("bert-q8_0", "bert-f16", "e5s1", "gguf")
+CONVERTS = ("bert-q8_0", "bert-f16", "e5s1", "gguf", "onnx-int8")
 CHAT_FORMATS = ("chatml", "llama-3", "mistral-instruct", "gemma", "phi-3", "qwen", "gguf")
 
 
@@ -52,6 +52,13 @@ class _ModelFile:
     def installed(self) -> bool:
         p = self.model_path()
         return p is not None and p.is_file()
+
+    @property
+    def backend(self) -> str:
+        """What runs the model: ONNX Runtime for an `.onnx` file (embedders only), else
+        llama.cpp."""
+        p = self.path or self.file or ""
+        return "onnx" if p.lower().endswith(".onnx") else "llama.cpp"
 
 
 @dataclass(frozen=True)

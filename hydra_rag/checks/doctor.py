@@ -24,7 +24,16 @@ class Check:
 
 
 def _gguf_readable(path: Path) -> str:
-    """"" if the file has a GGUF header llama.cpp can parse, else why not."""
+    """"" if the file has a GGUF header llama.cpp can parse (or is an ONNX model hydra-rag
+    converted, with its tokenizer), else why not."""
+    if path.suffix.lower() == ".onnx":
+        from hydra_rag.models.convert_onnx import read_meta
+
+        try:
+            read_meta(path)
+            return ""
+        except HydraError as exc:
+            return str(exc)
     try:
         from gguf import GGUFReader
 
@@ -78,7 +87,7 @@ def run_checks(root: Path | None) -> list[Check]:
     for rec in sidecar.all_records():
         st = sidecar.status(rec)
         if st == "ready":
-            on = f" ({rec.device})" if rec.device else ""
+            on = f" ({', '.join(x for x in (rec.device, rec.backend) if x)})" if rec.device else ""
             checks.append(Check("ok", f"sidecar {rec.id}", f"pid {rec.pid} on {rec.url}{on}"))
         else:
             checks.append(Check("fail", f"sidecar {rec.id}", f"pid {rec.pid} is {st}",
@@ -142,7 +151,9 @@ def _self_test(check: Check, spec: sidecar.SidecarSpec) -> Check:
         return _crash_check(check.name, exc)
     except HydraError as exc:
         return Check("fail", check.name, str(exc), check.fix)
-    return replace(check, detail=f"{check.detail}; self-test passed on {info.get('device')}")
+    backend = {"onnx": "ONNX Runtime"}.get(info.get("backend", ""), "llama.cpp")
+    return replace(check, detail=f"{check.detail}; self-test passed on {info.get('device')} "
+                                 f"({backend})")
 
 
 def _crash_check(name: str, exc: SidecarCrash) -> Check:
@@ -200,7 +211,7 @@ def _reranker_check(settings: Settings) -> Check:
 
 
 def _file_check(name: str, path: Path, missing_fix: str, broken_fix: str) -> Check:
-    """A model file: present, and a GGUF llama.cpp can parse."""
+    """A model file: present, and a GGUF llama.cpp can parse (or an ONNX model of ours)."""
     if not path.is_file():
         return Check("fail", name, f"model file missing: {path}", missing_fix)
     why = _gguf_readable(path)

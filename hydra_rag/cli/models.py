@@ -126,13 +126,13 @@ def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
     from hydra_rag.warm import server, socket_path
 
     rows = [{"id": r.id, "role": r.role, "port": r.port, "pid": r.pid,
-             "status": sidecar.status(r), "device": r.device or "?", "model": r.model_path,
-             "log": r.log}
+             "status": sidecar.status(r), "device": r.device or "?",
+             "backend": r.backend or "?", "model": r.model_path, "log": r.log}
             for r in sidecar.all_records()]
     warm = server.running()
     if warm is not None:
         rows.append({"id": "warm", "role": "warm", "port": None, "pid": warm,
-                     "status": "ready", "device": "CPU", "model": None,
+                     "status": "ready", "device": "CPU", "backend": "", "model": None,
                      "socket": str(socket_path())})
     if as_json:
         print_json(rows)
@@ -142,7 +142,8 @@ def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
     for r in rows:
         where = f"127.0.0.1:{r['port']}" if r["port"] else "unix socket   "
         out.print(f"{r['id']:20} {r['role']:6} {where}  pid {r['pid']:<7} "
-                  f"{r['status']:9} {r['device']}", markup=False, highlight=False)
+                  f"{r['status']:9} {r['device']}"
+                  + (f" ({r['backend']})" if r["backend"] else ""), markup=False, highlight=False)
 
 
 @side_app.command("stop")

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,40 @@ class Tokenizer:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
 
 
+class OnnxTokenizer:
+    """The tokenizer an ONNX embedder carries (convert_onnx), loaded on the first count;
+    counted as `Tokenizer` counts (the separator is the caller's +1)."""
+
+    unigram = False
+
+    def __init__(self, model_path: str) -> None:
+        self.model_path = model_path
+
+    @cached_property
+    def _tok(self) -> Any:
+        import tokenizers
+
+        from hydra_rag.models.convert_onnx import TOKENIZER_KEY, read_meta
+
+        tok = tokenizers.Tokenizer.from_str(read_meta(Path(self.model_path))[TOKENIZER_KEY])
+        tok.no_truncation()
+        tok.no_padding()
+        return tok
+
+    def prepare(self, text: str) -> str:
+        return text
+
+    def count(self, text: str) -> int:
+        return len(self._tok.encode(text).ids) - 1
+
+
+def tokenizer_for(path: Path | None) -> Tokenizer | OnnxTokenizer | None:
+    """The counting tokenizer of a model file, by its backend; None without the file."""
+    if path is None or not path.is_file():
+        return None
+    return OnnxTokenizer(str(path)) if path.suffix.lower() == ".onnx" else Tokenizer(str(path))
+
+
 @dataclass
 class EmbedClient:
     """Talks to one OpenAI-compatible /v1/embeddings endpoint for one catalog embedder."""
@@ -89,7 +124,7 @@ class EmbedClient:
     base_url: str
     model_name: str
     batch: int = 64
-    tokenizer: Tokenizer | None = None
+    tokenizer: Tokenizer | OnnxTokenizer | None = None
     sidecar_id: str | None = None
     restart: Callable[[], str] | None = None  # brings a crashed sidecar back (its new URL)
     auth: Auth | None = None  # a remote endpoint's key, or our sidecars'
@@ -199,6 +234,7 @@ def sidecar_spec(emb: Embedder, settings: Settings) -> SidecarSpec:
         threads=settings.threads,
         idle_seconds=settings.sidecar_idle_minutes * 60,
         gpu_layers=settings.gpu_layers,
+        backend=emb.backend,
     )
 
 
@@ -218,8 +254,7 @@ def connect(
     # HYDRA_RAG_EMBEDDER_URL may list several servers, separated by commas, as `urls:` does.
     urls = ([u.strip() for u in settings.embedder_url.split(",") if u.strip()]
             if settings.embedder_url else list(emb.urls or ([emb.url] if emb.url else [])))
-    path = emb.model_path()
-    tokenizer = Tokenizer(str(path)) if path is not None and path.is_file() else None
+    tokenizer = tokenizer_for(emb.model_path())
     if urls:
         return EmbedClient(emb, urls[0], emb.id, settings.embed_batch, tokenizer, auth=auth,
                            more_urls=tuple(urls[1:]))

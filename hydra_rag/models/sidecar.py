@@ -45,6 +45,7 @@ class SidecarSpec:
     idle_seconds: float = 900.0
     chat_format: str = ""
     gpu_layers: int = -1  # on the GPU when llama.cpp has a GPU backend: -1 = all, 0 = none
+    backend: str = "llama.cpp"  # or "onnx" (ONNX Runtime, embedders only)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class SidecarRecord:
     gpu_layers: int = -1  # as asked for
     device: str = ""  # where the model runs, as the sidecar said: "CPU", "GPU CUDA0 (...), ..."
     keyed: bool = False  # demands the sidecar key (one an older hydra-rag started does not)
+    backend: str = ""  # what runs the model, as the sidecar said: "llama.cpp" or "onnx"
 
     @property
     def url(self) -> str:
@@ -253,7 +255,7 @@ def _command(spec: SidecarSpec, *extra: str) -> list[str]:
         "--model", spec.model_path, "--alias", spec.id, "--role", spec.role,
         "--idle", str(spec.idle_seconds), "--threads", str(spec.threads),
         "--n-ctx", str(spec.n_ctx), "--n-batch", str(spec.n_batch),
-        "--gpu-layers", str(spec.gpu_layers), *extra,
+        "--gpu-layers", str(spec.gpu_layers), "--backend", spec.backend, *extra,
     ]
     if spec.chat_format and spec.chat_format != "gguf":
         cmd += ["--chat-format", spec.chat_format]
@@ -336,7 +338,8 @@ def _start(spec: SidecarSpec, timeout: float) -> SidecarRecord:
                 raise _died(f"sidecar {spec.id!r}", code, log)
             info = served(port, spec.id, timeout=1.0)
             if info is not None:
-                rec = replace(rec, device=str(info.get("device", "")))
+                rec = replace(rec, device=str(info.get("device", "")),
+                              backend=str(info.get("backend", "")))
                 write_atomic(_record_path(spec.id), json.dumps(asdict(rec)))
                 return rec
             time.sleep(0.2)

@@ -109,6 +109,7 @@ def rank_scores(llm: Any, query: str, documents: list[str], n_ctx: int) -> list[
 
 
 SelfTest = Callable[[], None]
+BACKENDS = ("llama.cpp", "onnx")
 
 
 def _rerank_app(args: argparse.Namespace, threads: int, gpu_layers: int) -> tuple[Any, SelfTest]:
@@ -153,6 +154,8 @@ def main() -> None:
     ap.add_argument("--alias", required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--role", choices=("embed", "chat", "rerank"), required=True)
+    ap.add_argument("--backend", choices=BACKENDS, default="llama.cpp",
+                    help="what runs the model: llama.cpp, or ONNX Runtime (embedders only)")
     ap.add_argument("--idle", type=float, default=900.0, help="seconds without requests; 0 = never")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--n-ctx", type=int, default=512)
@@ -173,15 +176,35 @@ def main() -> None:
     except (OSError, SidecarError) as exc:
         raise SystemExit(f"sidecar key: {exc}") from None
 
+    if args.role != "chat":
+        # llama.cpp's OpenMP threads sleep while they wait instead of spinning: on a machine
+        # busy with other work, spinning threads wait for each other and two ran at half the
+        # speed of one (BENCHMARKS.md, issue 32). A user's own setting wins. Read when llama.cpp
+        # loads, below.
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     _scrub_environment()
     threads = args.threads or (os.cpu_count() or 1)
+    if args.backend == "onnx":
+        from hydra_rag.models import onnx_server
+
+        app, self_test = onnx_server.onnx_app(args, threads)
+        self_test()
+        info = {"device": "CPU", "backend": "onnx"}
+        if args.self_test:
+            print(json.dumps({**info, "system_info": onnx_server.system_info()}), flush=True)
+            return
+        print(f"self-test passed; serving {args.alias} on 127.0.0.1:{args.port} (CPU, ONNX "
+              "Runtime)", flush=True)
+        _models_at_once(app, args.alias, info)
+        _serve(app, args, key)
+        return
     gpu_layers = offloaded_layers(args.gpu_layers)
     if args.role == "rerank":
         app, self_test = _rerank_app(args, threads, gpu_layers)
     else:
         app, self_test = _openai_app(args, threads, gpu_layers)
     self_test()
-    info = {"device": device(gpu_layers), "gpu_layers": gpu_layers}
+    info = {"device": device(gpu_layers), "gpu_layers": gpu_layers, "backend": "llama.cpp"}
     if args.self_test:
         import llama_cpp
 

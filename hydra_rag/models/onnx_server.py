@@ -1,0 +1,123 @@
+"""The ONNX Runtime backend of an embedder sidecar: the same OpenAI-compatible
+`POST /v1/embeddings` as llama-cpp-python's server, for a model `convert_onnx` wrote (the
+tokenizer travels inside it). Run by `sidecar_server --backend onnx`, behind the same key, guard,
+health route and idle exit as every sidecar.
+
+Texts are tokenized with the Hugging Face `tokenizers` library (the model's own tokenizer.json),
+cut to the context like llama.cpp cuts them, sorted by length and run in small padded batches;
+ONNX Runtime's threads sleep when they wait (no spinning), so that a busy machine never makes
+more threads slower than fewer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import threading
+from typing import Any
+
+from pydantic import BaseModel
+
+# Texts per ONNX Runtime call, and padded tokens per call: sorted by length, batches pad little.
+BATCH_TEXTS = 8
+BATCH_TOKENS = 4096
+
+
+class EmbeddingRequest(BaseModel):
+    input: str | list[str]
+    model: str | None = None
+
+
+class OnnxEmbedder:
+    """One ONNX session and its tokenizer."""
+
+    def __init__(self, path: str, threads: int, n_ctx: int) -> None:
+        import onnxruntime as ort
+        import tokenizers
+
+        from hydra_rag.models.convert_onnx import MAX_TOKENS_KEY, TOKENIZER_KEY, read_meta
+        from pathlib import Path
+
+        meta = read_meta(Path(path))
+        self.tokenizer = tokenizers.Tokenizer.from_str(meta[TOKENIZER_KEY])
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.limit = min(n_ctx, int(meta.get(MAX_TOKENS_KEY, n_ctx)))
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        self.dims = int(self.session.get_outputs()[0].shape[-1])
+
+    def ids(self, texts: list[str]) -> list[list[int]]:
+        out = []
+        for enc in self.tokenizer.encode_batch(texts):
+            ids = list(enc.ids)
+            if len(ids) > self.limit:  # as llama.cpp does: the first tokens of the context
+                ids = ids[: self.limit]
+            out.append(ids)
+        return out
+
+    def embed(self, texts: list[str]) -> tuple[list[list[float]], int]:
+        """Pooled vectors, in the order of `texts`, and the tokens read."""
+        import numpy as np
+
+        ids = self.ids(texts)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        vecs: list[Any] = [None] * len(ids)
+        i = 0
+        while i < len(order):
+            j = i + 1
+            while (j < len(order) and j - i < BATCH_TEXTS
+                   and (j - i + 1) * len(ids[order[j]]) <= BATCH_TOKENS):
+                j += 1
+            part = order[i:j]
+            width = max(1, max(len(ids[k]) for k in part))
+            tokens = np.zeros((len(part), width), np.int64)
+            mask = np.zeros_like(tokens)
+            for row, k in enumerate(part):
+                tokens[row, : len(ids[k])] = ids[k]
+                mask[row, : len(ids[k])] = 1
+            out = self.session.run(None, {"input_ids": tokens, "attention_mask": mask})[0]
+            for row, k in enumerate(part):
+                vecs[k] = out[row].tolist()
+            i = j
+        return vecs, sum(len(x) for x in ids)
+
+
+def onnx_app(args: argparse.Namespace, threads: int) -> tuple[Any, Any]:
+    """The embeddings app and its self-test."""
+    from fastapi import FastAPI, HTTPException
+
+    if args.role != "embed":
+        raise SystemExit("the ONNX backend serves embedders only")
+    model = OnnxEmbedder(args.model, threads, args.n_ctx)
+    lock = threading.Lock()
+    app = FastAPI()
+
+    def self_test() -> None:
+        vecs, _ = model.embed(["self-test"])
+        if len(vecs[0]) != model.dims or not all(math.isfinite(x) for x in vecs[0]):
+            raise SystemExit("self-test: the embedder gave no valid vector")
+
+    @app.post("/v1/embeddings")
+    def embeddings(req: EmbeddingRequest) -> dict[str, Any]:
+        texts = [req.input] if isinstance(req.input, str) else req.input
+        if not texts:
+            raise HTTPException(400, "input is empty")
+        with lock:  # one session run at a time: its threads are the sidecar's threads
+            vecs, used = model.embed(texts)
+        return {"object": "list", "model": args.alias,
+                "data": [{"object": "embedding", "index": i, "embedding": v}
+                         for i, v in enumerate(vecs)],
+                "usage": {"prompt_tokens": used, "total_tokens": used}}
+
+    return app, self_test
+
+
+def system_info() -> str:
+    import onnxruntime as ort
+
+    return f"ONNX Runtime {ort.__version__}, providers {', '.join(ort.get_available_providers())}"
