@@ -5,9 +5,9 @@ The graph is built from the weights with the `onnx` package alone (no torch, no 
 embeddings, then per layer self-attention and the feed-forward block with post-layer-norm, as
 BERT computes them. It takes `input_ids` and `attention_mask` ([batch, tokens], int64) and
 returns the pooled last hidden states ([batch, hidden]: the mean over the tokens the mask keeps,
-or the first token's); the client normalises. Quantisation is ONNX Runtime's own dynamic int8 quantiser (weights per
-output channel, activations per call): its int8 kernels are what make this backend faster than
-llama.cpp's q8_0 on a CPU.
+or the first token's); the client normalises. Quantisation is ONNX Runtime's own dynamic int8
+quantiser (weights per output channel, activations per call): its int8 kernels are what make
+this backend faster than llama.cpp's q8_0 on a CPU.
 """
 
 from __future__ import annotations

@@ -32,11 +32,12 @@ class OnnxEmbedder:
     """One ONNX session and its tokenizer."""
 
     def __init__(self, path: str, threads: int, n_ctx: int) -> None:
+        from pathlib import Path
+
         import onnxruntime as ort
         import tokenizers
 
         from hydra_rag.models.convert_onnx import MAX_TOKENS_KEY, TOKENIZER_KEY, read_meta
-        from pathlib import Path
 
         meta = read_meta(Path(path))
         self.tokenizer = tokenizers.Tokenizer.from_str(meta[TOKENIZER_KEY])

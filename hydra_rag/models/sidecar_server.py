@@ -189,13 +189,13 @@ def main() -> None:
 
         app, self_test = onnx_server.onnx_app(args, threads)
         self_test()
-        info = {"device": "CPU", "backend": "onnx"}
+        on_cpu = {"device": "CPU", "backend": "onnx"}
         if args.self_test:
-            print(json.dumps({**info, "system_info": onnx_server.system_info()}), flush=True)
+            print(json.dumps({**on_cpu, "system_info": onnx_server.system_info()}), flush=True)
             return
         print(f"self-test passed; serving {args.alias} on 127.0.0.1:{args.port} (CPU, ONNX "
               "Runtime)", flush=True)
-        _models_at_once(app, args.alias, info)
+        _models_at_once(app, args.alias, on_cpu)
         _serve(app, args, key)
         return
     gpu_layers = offloaded_layers(args.gpu_layers)
@@ -204,7 +204,8 @@ def main() -> None:
     else:
         app, self_test = _openai_app(args, threads, gpu_layers)
     self_test()
-    info = {"device": device(gpu_layers), "gpu_layers": gpu_layers, "backend": "llama.cpp"}
+    info: dict[str, Any] = {"device": device(gpu_layers), "gpu_layers": gpu_layers,
+                            "backend": "llama.cpp"}
     if args.self_test:
         import llama_cpp
 
