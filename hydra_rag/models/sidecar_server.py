@@ -189,7 +189,7 @@ def main() -> None:
 
         app, self_test = onnx_server.onnx_app(args, threads)
         self_test()
-        on_cpu = {"device": "CPU", "backend": "onnx"}
+        on_cpu = {"device": "CPU", "backend": "onnx", "threads": threads}
         if args.self_test:
             print(json.dumps({**on_cpu, "system_info": onnx_server.system_info()}), flush=True)
             return
@@ -205,7 +205,8 @@ def main() -> None:
         app, self_test = _openai_app(args, threads, gpu_layers)
     self_test()
     info: dict[str, Any] = {"device": device(gpu_layers), "gpu_layers": gpu_layers,
-                            "backend": "llama.cpp"}
+                            "backend": "llama.cpp", "threads": threads,
+                            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
     if args.self_test:
         import llama_cpp
 

