@@ -2,9 +2,16 @@
 same chunks, a no-op re-index against `git ls-files`, and peak memory — all in one run.
 
     python bench/index_throughput.py [--sdist flask==3.1.2]
+    python bench/index_throughput.py --scifact 1000 [--rounds 1]
 
 The corpus is a real mixed folder: the unpacked source distribution of a Python project (code,
 docs, tests), fetched with `pip download --no-binary`. Work files go to bench/.work/.
+
+`--scifact N` (issue 32) indexes the first N SciFact abstracts (one file each; 0: all 5,183)
+end to end (`index --full`, the sidecar already up) with each embedder setting — the default
+as it ran before (OpenMP threads spinning), the default now (sleeping), and `minilm-l6-onnx` —
+idle and beside one process that keeps a core busy, interleaved; and the best raw backend
+(in-process ONNX Runtime int8, 2 threads) on the same chunks, in the same conditions.
 """
 
 from __future__ import annotations
@@ -84,11 +91,12 @@ def raw_llama(model: Path, texts: list[str]) -> tuple[float, int]:
     return time.perf_counter() - t0, tokens
 
 
-def run_index(root: Path, *args: str) -> tuple[float, dict, int]:
+def run_index(root: Path, *args: str, env: dict[str, str] | None = None) -> tuple[float, dict, int]:
     """Wall seconds, the --json summary and the peak RSS (KiB) of one `hydra-rag index`."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "index", str(root), "--json", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, **(env or {})})
     assert proc.stdout is not None
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -107,10 +115,98 @@ def median_time(cmd: list[str], cwd: Path, n: int = 5) -> float:
     return statistics.median(times)
 
 
+SCIFACT_SETTINGS = {
+    "minilm-l6 (llama.cpp), threads spinning (before)": ("minilm-l6", {"OMP_WAIT_POLICY": "active"}),
+    "minilm-l6 (llama.cpp), threads sleeping (now)": ("minilm-l6", {}),
+    "minilm-l6-onnx (ONNX Runtime int8)": ("minilm-l6-onnx", {}),
+}
+
+
+def scifact_folder(n: int) -> Path:
+    folder = WORK / f"scifact-index-{n or 'all'}"
+    if not (folder / ".git").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        corpus = HERE.parent.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+        with corpus.open() as f:
+            for i, line in enumerate(f):
+                if n and i >= n:
+                    break
+                d = json.loads(line)
+                text = f"# {d['title']}\n\n{d['text']}\n" if d["title"] else d["text"] + "\n"
+                (folder / f"{d['_id']}.md").write_text(text, encoding="utf-8")
+        sh("git", "init", "-q", cwd=folder)
+    return folder
+
+
+def raw_onnx(model: Path, texts: list[str]) -> float:
+    """Seconds for in-process ONNX Runtime (the int8 model, 2 threads) on `texts`."""
+    from hydra_rag.models.onnx_server import OnnxEmbedder
+
+    emb = OnnxEmbedder(str(model), os.cpu_count() or 1, 512)
+    emb.embed(texts[:4])
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), 64):
+        emb.embed(texts[i : i + 64])
+    return time.perf_counter() - t0
+
+
+def scifact(n: int, rounds: int) -> None:
+    from hydra_rag.catalog import get_embedder
+
+    sh(sys.executable, "-m", "hydra_rag", "rag", "setup", "--embedder", "minilm-l6-onnx")
+    root = scifact_folder(n)
+    model = get_embedder("minilm-l6").model_path()
+    onnx_model = get_embedder("minilm-l6-onnx").model_path()
+    assert model is not None and onnx_model is not None
+    texts = pipeline_chunks(root, model)
+    print(f"SciFact: {sum(1 for _ in root.glob('*.md'))} abstracts, {len(texts)} chunks; "
+          f"{os.cpu_count()} cores; {rounds} round(s), interleaved", flush=True)
+    rates: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for load in ("idle", "load"):
+            busy = (subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    if load == "load" else None)
+            try:
+                took = raw_onnx(onnx_model, texts)
+                rates.setdefault(("raw ONNX Runtime int8, in-process", load), []).append(
+                    len(texts) / took)
+                for name, (eid, env) in SCIFACT_SETTINGS.items():
+                    env = {**env, "HYDRA_RAG_EMBEDDER": eid}
+                    sh(sys.executable, "-m", "hydra_rag", "sidecars", "stop", "--all")
+                    sh(sys.executable, "-c", "from hydra_rag.catalog import get_embedder;"
+                       "from hydra_rag.config import load_settings;"
+                       "from hydra_rag.models.embed import connect;"
+                       f"connect(get_embedder({eid!r}), load_settings())", env=env)
+                    wall, summary, _ = run_index(root, "--full", env=env)
+                    rate = summary["chunks_added"] / wall
+                    rates.setdefault((name, load), []).append(rate)
+                    print(f"  {load:4} {name}: {summary['chunks_added']} chunks in {wall:.1f}s "
+                          f"= {rate:.1f} chunks/s", flush=True)
+            finally:
+                if busy is not None:
+                    busy.kill()
+                    busy.wait()
+    sh(sys.executable, "-m", "hydra_rag", "sidecars", "stop", "--all")
+    before = next(iter(SCIFACT_SETTINGS))
+    print(f"\n{'index --full, chunks/s':52} {'idle':>7} {'×':>5} {'load':>7} {'×':>5}")
+    for name in ["raw ONNX Runtime int8, in-process", *SCIFACT_SETTINGS]:
+        idle, load = (statistics.median(rates[(name, ld)]) for ld in ("idle", "load"))
+        b_idle, b_load = (statistics.median(rates[(before, ld)]) for ld in ("idle", "load"))
+        print(f"{name:52} {idle:7.1f} {idle / b_idle:5.2f} {load:7.1f} {load / b_load:5.2f}")
+    print(f"(× against {before}, the same condition)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sdist", default="flask==3.1.2")
+    ap.add_argument("--scifact", type=int, default=-1, metavar="N",
+                    help="index N SciFact abstracts with each embedder setting (0: all)")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
+    if args.scifact >= 0:
+        os.environ.setdefault("HYDRA_RAG_HOME", str(WORK / "home"))
+        scifact(args.scifact, args.rounds)
+        return
 
     os.environ.setdefault("HYDRA_RAG_HOME", str(WORK / "home"))
     sh(sys.executable, "-m", "hydra_rag", "rag", "setup")
