@@ -238,8 +238,10 @@ def test_catalog_example_is_valid() -> None:
     path = Path(__file__).resolve().parents[2] / "catalog.example.yaml"
     cat = parse_catalog(path.read_text(), str(path))
     entries = list(cat.embedders.values())
-    assert [e.id for e in entries] == ["minilm-l6", "my-embedder", "downloaded-embedder",
-                                       "team-embedder", "pooled-embedder"]
+    assert [e.id for e in entries] == ["minilm-l6", "minilm-l6-onnx", "my-embedder",
+                                       "downloaded-embedder", "team-embedder", "pooled-embedder"]
+    assert entries[1].backend == "onnx" and entries[0].backend == "llama.cpp"
+    entries.pop(1)
     assert entries[4].urls == ("http://gpu-box-1.internal:8080/v1",
                                "http://gpu-box-2.internal:8080/v1")
     assert entries[4].url == entries[4].urls[0]
