@@ -67,14 +67,14 @@ def embedders_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
         where = e.url or str(e.model_path())
         rows.append({"id": e.id, "dims": e.dims, "kind": e.kind, "pooling": e.pooling,
                      "max_tokens": e.max_tokens, "installed": e.installed() or bool(e.url),
-                     "location": where})
+                     "backend": "remote" if e.url else e.backend, "location": where})
     if as_json:
         print_json(rows)
         return
     for r in rows:
         mark = "installed" if r["installed"] else "not installed"
-        out.print(f"{r['id']:20} {r['dims']:5}d  {r['kind']:5}  {mark:13}  {r['location']}",
-                  markup=False, highlight=False)
+        out.print(f"{r['id']:22} {r['dims']:5}d  {r['kind']:5}  {r['backend']:9}  {mark:13}  "
+                  f"{r['location']}", markup=False, highlight=False)
 
 
 @emb_app.command("info")
