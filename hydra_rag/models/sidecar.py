@@ -151,13 +151,18 @@ def crash_of(sidecar_id: str) -> SidecarCrash | None:
     except OSError:
         return None
     sig = signal_in_log(text)
-    return _crash(f"sidecar {sidecar_id!r}", sig, Path(rec.log), text) if sig else None
+    return (_crash(f"sidecar {sidecar_id!r}", sig, Path(rec.log), text, rec.backend)
+            if sig else None)
 
 
-def _crash(what: str, sig: str, log: Path, text: str) -> SidecarCrash:
+def _crash(what: str, sig: str, log: Path, text: str, backend: str = "") -> SidecarCrash:
     """`what` died of `sig`: its meaning, the fix, and where in the log (`text`) it died."""
     from hydra_rag.llamacpp.crash import excerpt, explain
 
+    if backend == "onnx":  # not llama.cpp: rebuilding it would change nothing
+        why = (f"{what} crashed: {sig} in ONNX Runtime; embed with llama.cpp instead (the "
+               f"default embedder, minilm-l6, or HYDRA_RAG_EMBEDDER=ID)\nlog {log}")
+        return SidecarCrash(f"{why}\n{excerpt(text) or log_tail(log)}", "")
     return SidecarCrash(f"{explain(what, sig, str(log))}\n{excerpt(text) or log_tail(log)}", sig)
 
 
@@ -262,7 +267,7 @@ def _command(spec: SidecarSpec, *extra: str) -> list[str]:
     return cmd
 
 
-def _died(what: str, code: int, log: Path) -> SidecarError:
+def _died(what: str, code: int, log: Path, backend: str = "") -> SidecarError:
     """The error for a sidecar (or its self-test) that exited with `code` while starting."""
     from hydra_rag.llamacpp.crash import signal_in_log
     from hydra_rag.llamacpp.probe import signal_name
@@ -270,7 +275,7 @@ def _died(what: str, code: int, log: Path) -> SidecarError:
     text = log.read_text(errors="replace") if log.exists() else ""
     sig = signal_name(code) or signal_in_log(text)
     if sig:
-        return _crash(what, sig, log, text)
+        return _crash(what, sig, log, text, backend)
     return SidecarError(f"{what} exited with code {code} while starting; log {log}:\n"
                         f"{log_tail(log)}")
 
@@ -292,7 +297,7 @@ def self_test(spec: SidecarSpec, timeout: float = 300.0) -> dict[str, Any]:
             raise SidecarError(f"self-test of {spec.id!r} did not finish within {timeout:.0f}s; "
                                f"log {log}:\n{log_tail(log)}") from None
     if proc.returncode != 0:
-        raise _died(f"self-test of {spec.id!r}", proc.returncode, log)
+        raise _died(f"self-test of {spec.id!r}", proc.returncode, log, spec.backend)
     try:
         out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -335,7 +340,7 @@ def _start(spec: SidecarSpec, timeout: float) -> SidecarRecord:
                 if code > 0 and "address already in use" in text.lower():
                     tried.append(port)
                     break
-                raise _died(f"sidecar {spec.id!r}", code, log)
+                raise _died(f"sidecar {spec.id!r}", code, log, spec.backend)
             info = served(port, spec.id, timeout=1.0)
             if info is not None:
                 rec = replace(rec, device=str(info.get("device", "")),

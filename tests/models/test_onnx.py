@@ -192,3 +192,13 @@ def test_llama_cpp_embedder_threads_sleep_while_they_wait(isolated_home: Path,
     assert sidecar.self_test(spec)["omp_wait_policy"] == "passive"
     monkeypatch.setenv("OMP_WAIT_POLICY", "active")
     assert sidecar.self_test(spec)["omp_wait_policy"] == "active"
+
+
+def test_a_crash_of_onnx_runtime_does_not_blame_llama_cpp(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("Fatal Python error: Illegal instruction\n")
+    onnx = sidecar._crash("sidecar 'x'", "SIGILL", log, log.read_text(), "onnx")
+    assert "ONNX Runtime" in str(onnx) and "llama-cpp-python" not in str(onnx)
+    assert onnx.signal == ""  # doctor offers no llama.cpp rebuild for it
+    llama = sidecar._crash("sidecar 'x'", "SIGILL", log, log.read_text(), "llama.cpp")
+    assert "Rebuild llama-cpp-python" in str(llama) and llama.signal == "SIGILL"
