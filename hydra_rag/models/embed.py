@@ -84,7 +84,7 @@ class Tokenizer:
 
 class OnnxTokenizer:
     """The tokenizer an ONNX embedder carries (convert_onnx), loaded on the first count;
-    counted as `Tokenizer` counts (the separator is the caller's +1)."""
+    counted as `Tokenizer` counts ([CLS] and [SEP] included), so texts are cut the same."""
 
     unigram = False
 
@@ -106,7 +106,7 @@ class OnnxTokenizer:
         return text
 
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text).ids) - 1
+        return len(self._tok.encode(text).ids)
 
 
 def tokenizer_for(path: Path | None) -> Tokenizer | OnnxTokenizer | None:

@@ -202,3 +202,13 @@ def test_a_crash_of_onnx_runtime_does_not_blame_llama_cpp(tmp_path: Path) -> Non
     assert onnx.signal == ""  # doctor offers no llama.cpp rebuild for it
     llama = sidecar._crash("sidecar 'x'", "SIGILL", log, log.read_text(), "llama.cpp")
     assert "Rebuild llama-cpp-python" in str(llama) and llama.signal == "SIGILL"
+
+
+def test_both_backends_count_tokens_alike(onnx_installed: Path) -> None:
+    """The chunker's guard cuts texts at the same places for either backend of a model."""
+    from hydra_rag.models.embed import OnnxTokenizer, Tokenizer
+
+    gguf = Tokenizer(str(MODELS_HOME / "data" / "models" / "minilm-l6.q8_0.gguf"))
+    onnx = OnnxTokenizer(str(onnx_installed))
+    for text in TEXTS:
+        assert onnx.count(text) == gguf.count(text), text
