@@ -169,7 +169,16 @@ def evaluate(folder: Path, locate: Locate, queries: list[dict[str, str]],
     searcher.close()
     mean = statistics.mean
     return {"ndcg@10": mean(ndcg), "recall@10": mean(recall), "mrr@10": mean(mrr),
-            "median_ms": statistics.median(times) * 1000}
+            "median_ms": statistics.median(times) * 1000, "per_query": ndcg}
+
+
+def paired(a: list[float], b: list[float], rounds: int = 2000) -> tuple[float, float, float]:
+    """Mean of b - a over the same queries, and its 95% interval by a paired bootstrap (how
+    far the difference could move with another sample of queries: the noise it is told from)."""
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
+    rng = random.Random(11)
+    means = sorted(statistics.mean(rng.choices(diffs, k=len(diffs))) for _ in range(rounds))
+    return statistics.mean(diffs), means[int(0.025 * rounds)], means[int(0.975 * rounds)]
 
 
 def main() -> None:
@@ -226,6 +235,12 @@ def main() -> None:
             got = {mode: m["ndcg@10"] for n, mode, m in rows if n == key}
             print(f"  hybrid - best single: {got['hybrid'] - max(got['dense'], got['bm25']):+.3f} "
                   "(goal +0.030)", flush=True)
+            if args.embedder and "--embedder" in flags:
+                per = {(n, mode): m["per_query"] for n, mode, m in rows}
+                for mode in ("dense", "hybrid"):
+                    d, lo, hi = paired(per[(name, mode)], per[(key, mode)])
+                    print(f"  {mode} against the default embedder: {d:+.4f} nDCG@10 "
+                          f"(95% paired bootstrap interval {lo:+.4f} to {hi:+.4f})", flush=True)
             if args.rerank:
                 sub = queries[: args.rerank]
                 for mode, top in (("hybrid", 0), (f"+rerank@{args.rerank_top}", args.rerank_top)):
