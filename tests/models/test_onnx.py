@@ -66,7 +66,7 @@ def test_the_graph_computes_bert(wheel_model: Path, tmp_path: Path) -> None:
     ref = BertReference(wheel_model)
     f32 = OnnxEmbedder(str(convert_onnx(wheel_model, tmp_path / "f.onnx", quantise=False)), 1, 512)
     i8 = OnnxEmbedder(str(convert_onnx(wheel_model, tmp_path / "q.onnx")), 1, 512)
-    assert (tmp_path / "q.onnx").stat().st_size < (tmp_path / "f.onnx").stat().st_size / 3
+    assert (tmp_path / "q.onnx").stat().st_size < (tmp_path / "f.onnx").stat().st_size / 2
     quiet_llama()
     gguf = llama_cpp.Llama(str(MODELS_HOME / "data" / "models" / "minilm-l6.q8_0.gguf"),
                            vocab_only=True, verbose=False)
@@ -79,7 +79,7 @@ def test_the_graph_computes_bert(wheel_model: Path, tmp_path: Path) -> None:
     for row, text in enumerate(TEXTS):
         want = ref.embed(ids[row])
         assert _cos(np.asarray(v32[row]), want) > 0.9999, text
-        assert _cos(np.asarray(v8[row]), want) > 0.98, text
+        assert _cos(np.asarray(v8[row]), want) > 0.99, text
 
     from hydra_rag.models.convert_bert import hparams, read_weights
     from hydra_rag.models.convert_onnx import build_graph
@@ -212,3 +212,17 @@ def test_both_backends_count_tokens_alike(onnx_installed: Path) -> None:
     onnx = OnnxTokenizer(str(onnx_installed))
     for text in TEXTS:
         assert onnx.count(text) == gguf.count(text), text
+
+
+def test_the_down_projections_stay_float(onnx_installed: Path) -> None:
+    """Every layer's feed-forward down-projection is a float MatMul; the other linear layers
+    are int8 (ONNX Runtime's dynamic quantisation)."""
+    import onnx
+
+    model = onnx.load(str(onnx_installed))
+    plain = [n.name for n in model.graph.node if n.op_type == "MatMul" and n.name.endswith(
+        ".matmul")]
+    assert sorted(plain) == [f"encoder.layer.{i}.output.matmul" for i in range(6)]
+    quantised = [n for n in model.graph.node if n.op_type in ("MatMulInteger",
+                                                               "DynamicQuantizeMatMul")]
+    assert len(quantised) == 6 * 5
