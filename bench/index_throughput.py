@@ -9,7 +9,8 @@ docs, tests), fetched with `pip download --no-binary`. Work files go to bench/.w
 
 `--scifact N` (issue 32) indexes the first N SciFact abstracts (one file each; 0: all 5,183)
 end to end (`index --full`, the sidecar already up) with each embedder setting — the default
-as it ran before (OpenMP threads spinning), the default now (sleeping), and `minilm-l6-onnx` —
+as it ran before (OpenMP threads spinning), the default now (sleeping), `minilm-l6-onnx` and
+`minilm-l6-onnx-f32` —
 idle and beside one process that keeps a core busy, interleaved; and the best raw backend
 (in-process ONNX Runtime int8, 2 threads) on the same chunks, in the same conditions.
 """
@@ -119,6 +120,7 @@ SCIFACT_SETTINGS = {
     "minilm-l6 (llama.cpp), threads spinning (before)": ("minilm-l6", {"OMP_WAIT_POLICY": "active"}),
     "minilm-l6 (llama.cpp), threads sleeping (now)": ("minilm-l6", {}),
     "minilm-l6-onnx (ONNX Runtime int8)": ("minilm-l6-onnx", {}),
+    "minilm-l6-onnx-f32 (ONNX Runtime float32)": ("minilm-l6-onnx-f32", {}),
 }
 
 
@@ -153,7 +155,8 @@ def raw_onnx(model: Path, texts: list[str]) -> float:
 def scifact(n: int, rounds: int) -> None:
     from hydra_rag.catalog import get_embedder
 
-    sh(sys.executable, "-m", "hydra_rag", "rag", "setup", "--embedder", "minilm-l6-onnx")
+    for eid in ("minilm-l6-onnx", "minilm-l6-onnx-f32"):
+        sh(sys.executable, "-m", "hydra_rag", "rag", "setup", "--embedder", eid)
     root = scifact_folder(n)
     model = get_embedder("minilm-l6").model_path()
     onnx_model = get_embedder("minilm-l6-onnx").model_path()

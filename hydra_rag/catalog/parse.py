@@ -14,6 +14,7 @@ from hydra_rag.catalog.records import (
     CONVERTS,
     EMBED_PORTS,
     KINDS,
+    ONNX_CONVERTS,
     POOLINGS,
     RERANK_PORTS,
     Bundle,
@@ -181,15 +182,16 @@ def parse_embedder(origin: str, index: int, raw: Any) -> Embedder:
 
 
 def _check_backend(where: str, entry: Any, onnx_ok: bool) -> None:
-    """An `.onnx` file is run by ONNX Runtime, for embedders only, and made by `onnx-int8`;
-    that converter writes nothing else."""
+    """An `.onnx` file is run by ONNX Runtime, for embedders only, and made by `onnx-int8` or
+    `onnx-f32`; those converters write nothing else."""
     onnx = entry.backend == "onnx"
     if onnx and not onnx_ok:
         raise ConfigError(f"{where}: an ONNX file serves embedders only; give a GGUF")
     for src in entry.sources:
-        if (src.convert == "onnx-int8") != onnx and src.pypi:
-            raise ConfigError(f"{where}: convert 'onnx-int8' writes an ONNX file, and only it "
-                              "does: name the file *.onnx with that converter, *.gguf otherwise")
+        if (src.convert in ONNX_CONVERTS) != onnx and src.pypi:
+            raise ConfigError(f"{where}: convert 'onnx-int8' or 'onnx-f32' writes an ONNX file, "
+                              "and only they do: name the file *.onnx with those converters, "
+                              "*.gguf otherwise")
 
 
 def _urls(where: str, values: dict[str, Any]) -> None:

