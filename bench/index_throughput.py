@@ -62,7 +62,7 @@ def fetch_sdist(spec: str) -> Path:
 def pipeline_chunks(root: Path, model: Path) -> list[str]:
     """The exact chunk texts `index` embeds: same walk, read, classify and chunker."""
     from hydra_rag.models.embed import Tokenizer
-    from hydra_rag.read.chunk import chunk_text
+    from hydra_rag.read.chunk import chunk_text, markup_of
     from hydra_rag.read.walk import Walker, read_text
 
     tok = Tokenizer(str(model))
@@ -70,7 +70,8 @@ def pipeline_chunks(root: Path, model: Path) -> list[str]:
     for cand in Walker(root).walk().files:
         text, _ = read_text(root / cand.rel)
         if text is not None:
-            texts += [c.text for c in chunk_text(text, fits=lambda s: tok.count(s) + 1 <= 512)]
+            texts += [c.text for c in chunk_text(text, fits=lambda s: tok.count(s) + 1 <= 512,
+                                                 markup=markup_of(cand.rel))]
     return texts
 
 
