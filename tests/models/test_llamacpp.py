@@ -284,7 +284,8 @@ def test_gpu_layers_reaches_the_sidecar(isolated_home: Path, monkeypatch: pytest
     monkeypatch.setenv("HYDRA_RAG_GPU_LAYERS", "0")
     cpu_only = sidecar_spec(emb, load_settings())
     assert cpu_only.gpu_layers == 0
-    assert sidecar._command(cpu_only)[-2:] == ["--gpu-layers", "0"]
+    cmd = sidecar._command(cpu_only)
+    assert cmd[cmd.index("--gpu-layers") + 1] == "0"
     import llama_cpp
 
     info = sidecar.self_test(spec)
