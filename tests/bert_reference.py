@@ -13,6 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
+# Texts converted models are checked on: prose, code, another script, a long text.
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "def check_token(request): return request.headers.get('X-Api-Key') in VALID_KEYS",
+    "Привет, мир: valid Cyrillic text goes through WordPiece too.",
+    "Tomatoes need full sun and deep watering twice a week. " * 20,
+]
+
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
     mu = x.mean(-1, keepdims=True)

