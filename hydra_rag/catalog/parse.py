@@ -29,13 +29,13 @@ from hydra_rag.errors import ConfigError, yaml_problem
 _RERANKER_FIELDS: dict[str, type | tuple[type, ...]] = {
     "id": str, "file": str, "path": str, "url": str, "api_key_env": str, "name": str,
     "license": str, "max_tokens": int, "port": int, "memory_mb": int, "languages": list,
-    "sources": list,
+    "sources": list, "via": str, "measured": bool, "size_mb": int,
 }
 
 _MODEL_FIELDS: dict[str, type | tuple[type, ...]] = {
     "id": str, "file": str, "path": str, "url": str, "urls": list, "api_key_env": str, "name": str,
     "license": str, "context": int, "chat_format": str, "port": int, "params": dict,
-    "sources": list,
+    "sources": list, "via": str, "measured": bool, "size_mb": int,
 }
 PARAMS: dict[str, type | tuple[type, ...]] = {
     "temperature": (int, float), "top_p": (int, float), "top_k": int, "min_p": (int, float),
@@ -64,9 +64,12 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "document_prefix": str,
     "languages": list,
     "sources": list,
+    "via": str,
+    "measured": bool,
+    "size_mb": int,
 }
 _SOURCE_FIELDS = {"url": str, "sha256": str, "pypi": str, "subdir": str, "convert": str,
-                  "config": dict}
+                  "config": dict, "hf": str, "revision": str}
 
 
 def _type_name(t: type | tuple[type, ...]) -> str:
@@ -96,13 +99,32 @@ def _parse_source(where: str, raw: Any) -> Source:
             )
         _check(where, key, value, _SOURCE_FIELDS[key])
     src = Source(**raw)
-    if bool(src.url) == bool(src.pypi):
-        raise ConfigError(f"{where}: a source needs exactly one of 'url' or 'pypi'")
+    if sum(bool(x) for x in (src.url, src.pypi, src.hf)) != 1:
+        raise ConfigError(f"{where}: a source needs exactly one of 'url', 'pypi' or 'hf'")
+    if src.hf:
+        _check_hf(where, src)
     if src.url and not src.sha256:
         raise ConfigError(f"{where}: a url source needs its 'sha256' so the download is verified")
     if src.pypi and src.convert not in (None, *CONVERTS):
         raise ConfigError(f"{where}: convert must be {', '.join(CONVERTS)}")
     return src
+
+
+def _check_hf(where: str, src: Source) -> None:
+    """`hf: OWNER/REPO/PATH.gguf`: one file (a split model's first part), nothing to convert."""
+    from hydra_rag.errors import UsageError
+    from hydra_rag.hub.refs import parse_ref
+
+    try:
+        ref = parse_ref(f"hf:{src.hf}")
+    except UsageError as exc:
+        raise ConfigError(f"{where}: field 'hf': {exc}") from None
+    if ref.file is None or ref.revision is not None:
+        raise ConfigError(f"{where}: field 'hf' must be OWNER/REPO/FILE.gguf (the revision goes "
+                          f"in 'revision'), got {src.hf!r}")
+    if src.convert or src.subdir or src.config:
+        raise ConfigError(f"{where}: an 'hf' source is a GGUF as published: no convert, subdir "
+                          "or config")
 
 
 def _sources(where: str, raw: dict[str, Any]) -> tuple[Source, ...]:

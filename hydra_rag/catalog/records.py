@@ -31,8 +31,14 @@ class Source:
     convert: str | None = None
     # Hyper-parameters for converting a folder that has no config.json (num_attention_heads…).
     config: dict[str, Any] | None = None
+    # A file in a Hugging Face repository, OWNER/REPO/PATH (a split model: its first part),
+    # verified against the hub's own SHA-256 (and `sha256` too, when given).
+    hf: str | None = None
+    revision: str | None = None  # the hub revision (branch, tag or commit); default main
 
     def describe(self) -> str:
+        if self.hf:
+            return f"hf:{self.hf}"
         return self.url or f"PyPI {self.pypi}"
 
 
@@ -41,6 +47,8 @@ class _ModelFile:
 
     path: str | None
     file: str | None
+    via: str
+    measured: bool
 
     def model_path(self) -> Path | None:
         """The GGUF's path (once installed or pulled); None for url-only entries."""
@@ -93,6 +101,9 @@ class Embedder(_ModelFile):
     min_similarity: float = 0.2
     sources: tuple[Source, ...] = field(default_factory=tuple)
     origin: str = ""
+    via: str = ""  # where it came from: hf:OWNER/REPO/FILE, ollama:NAME:TAG, lmstudio:…
+    measured: bool = False  # its quality and speed are in BENCHMARKS.md
+    size_mb: int = 0  # its download's size, for entries not installed yet (approximate)
 
     def knows(self, language: str) -> bool:
         return "*" in self.languages or language in self.languages
@@ -116,6 +127,9 @@ class ChatModel(_ModelFile):
     params: dict[str, Any] = field(default_factory=dict)
     sources: tuple[Source, ...] = field(default_factory=tuple)
     origin: str = ""
+    via: str = ""
+    measured: bool = False
+    size_mb: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,9 @@ class Reranker(_ModelFile):
     languages: tuple[str, ...] = ("en",)
     sources: tuple[Source, ...] = field(default_factory=tuple)
     origin: str = ""
+    via: str = ""
+    measured: bool = False
+    size_mb: int = 0
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from hydra_rag.errors import HydraError, UsageError
 
 # Commands register in this order, which is the order --help lists them in.
 # isort: off
-from hydra_rag.cli import index, watch, search, navigate, chat, bundles, stores, serve, models  # noqa: F401, E402
+from hydra_rag.cli import index, watch, search, navigate, chat, bundles, stores, serve, models, hub  # noqa: F401, E402
 # isort: on
 
 __all__ = ["app", "main", "run"]

