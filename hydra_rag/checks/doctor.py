@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from hydra_rag.catalog import load_embedders
 from hydra_rag.config import Settings, load_settings, table_embedder
@@ -69,12 +70,13 @@ def run_checks(root: Path | None) -> list[Check]:
             check = _file_check(f"embedder {eid}", path, "hydra-rag rag setup",
                                 "hydra-rag rag setup --force")
             if check.status == "ok":
-                check = _self_test(check, sidecar_spec(emb, settings))
+                check = _self_test(check, sidecar_spec(emb, settings), emb, "embed")
             if eid not in chosen and check.status == "fail":
                 # Needed only for a folder in a language the chosen embedders do not know.
                 check = replace(check, status="warn", detail=check.detail + " (foreign_embedder)")
             checks.append(check)
     checks.append(_chat_check(settings))
+    checks.append(fit_check())
     checks.append(ocr_check(settings))
     if settings.rerank:
         checks.append(_reranker_check(settings))
@@ -143,17 +145,46 @@ def build_check() -> Check:
     return Check("ok", name, f"{what}; GPU backend: {stamp.gpu or 'none'}")
 
 
-def _self_test(check: Check, spec: sidecar.SidecarSpec) -> Check:
-    """`check` (a model file that is fine) with the result of testing the model in a child."""
+def _self_test(check: Check, spec: sidecar.SidecarSpec, entry: Any = None,
+               role: str = "") -> Check:
+    """`check` (a model file that is fine) with the result of testing the model in a child;
+    with an `entry`, its speed is timed too and kept for `models recommend`."""
     try:
-        info = sidecar.self_test(spec)
+        info = sidecar.self_test(spec, speed=entry is not None)
     except SidecarCrash as exc:
         return _crash_check(check.name, exc)
     except HydraError as exc:
         return Check("fail", check.name, str(exc), check.fix)
     backend = {"onnx": "ONNX Runtime"}.get(info.get("backend", ""), "llama.cpp")
+    speed = ""
+    if entry is not None and (info.get("speed") or {}).get("tokens_per_s"):
+        from hydra_rag.hub.recommend import record
+
+        record(entry, role, info)
+        speed = f", {info['speed']['tokens_per_s']:,.0f} tokens/s"
     return replace(check, detail=f"{check.detail}; self-test passed on {info.get('device')} "
-                                 f"({backend})")
+                                 f"({backend}{speed})")
+
+
+def fit_check() -> Check:
+    """Which chat models and embedders run here at a usable speed, by the speeds measured
+    (the self-tests above time them) and the memory available."""
+    from hydra_rag.hub import recommend as rec
+
+    try:
+        fits = rec.assess(rec.this_machine())
+    except HydraError as exc:
+        return Check("warn", "models that fit", str(exc), "hydra-rag models recommend")
+    if not any(f.basis for f in fits):
+        return Check("warn", "models that fit", "no model's speed measured here yet",
+                     "hydra-rag models recommend")
+    parts = []
+    for role, label in (("chat", "chat models"), ("embed", "embedders")):
+        usable = sorted((f for f in fits if f.role == role and f.usable), key=lambda f: f.size or 0)
+        names = ", ".join(f"{f.id}{'' if f.installed else ' (not installed)'}" for f in usable)
+        parts.append(f"{label}: {names or 'none'}")
+    return Check("ok", "models that fit", "usable here: " + "; ".join(parts),
+                 "hydra-rag models recommend")
 
 
 def _crash_check(name: str, exc: SidecarCrash) -> Check:
@@ -184,7 +215,9 @@ def _chat_check(settings: Settings) -> Check:
         return Check("ok", label, f"served from {model.url}")
     pull = f"hydra-rag models pull {model.id}"
     check = _file_check(label, path, pull, f"{pull} --force")
-    return _self_test(check, sidecar_spec(model, settings)) if check.status == "ok" else check
+    if check.status != "ok":
+        return check
+    return _self_test(check, sidecar_spec(model, settings), model, "chat")
 
 
 def _reranker_check(settings: Settings) -> Check:

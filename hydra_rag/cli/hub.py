@@ -209,3 +209,70 @@ def rerankers_rm(reranker_id: Annotated[str, typer.Argument(help="Reranker id.")
                  keep_files: Annotated[bool, _KEEP] = False) -> None:
     """Remove a reranker from the user's catalog, as `models rm` does."""
     _rm("rerankers", reranker_id, keep_files)
+
+
+@models_app.command("recommend")
+def models_recommend(
+    measure: Annotated[bool, typer.Option(
+        "--measure/--no-measure", help="Time the largest installed chat model and embedder "
+        "now (a few seconds each), or go by earlier measurements.")] = True,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Which chat models and embedders this machine runs at a usable speed (its memory, its
+    GPU, and tokens per second measured here), and the command that gets each."""
+    from hydra_rag.hub import recommend as rec
+
+    machine = rec.this_machine()
+    measured: dict[str, Any] = {}
+    if measure:
+        for role in ("chat", "embed"):
+            entry = rec.to_measure(role)
+            if entry is None:
+                continue
+            say(f"timing {entry.id} (a short self-test)")
+            try:
+                info = rec.measure(entry, role)
+            except HydraError as exc:
+                say(f"warning: {entry.id} could not be timed: {exc}")
+                continue
+            measured[entry.id] = info.get("speed", {})
+    fits = rec.assess(machine)
+    best = max((f for f in fits if f.role == "chat" and f.usable), key=lambda f: f.size or 0,
+               default=None)
+    if as_json:
+        print_json({"machine": machine.__dict__, "measured_now": measured,
+                    "recommended_chat": best.id if best else None,
+                    "models": [f.to_json() for f in fits]})
+        return
+    gpu = f"GPU {machine.gpu}" if machine.gpu else "no GPU llama.cpp can use"
+    out.print(f"this machine: {machine.cores} cores, {machine.memory_mb:,} MiB memory "
+              f"({machine.available_mb:,} MiB available), {gpu}", markup=False, highlight=False)
+    titles = {"chat": f"chat models (usable: at least {rec.CHAT_USABLE:g} tokens/s written)",
+              "embed": f"embedders (usable: {rec.CHUNKS:,} chunks of {rec.CHUNK_TOKENS} tokens "
+                       "within an hour)"}
+    for role in ("chat", "embed"):
+        out.print(titles[role], markup=False, highlight=False)
+        for f in sorted((f for f in fits if f.role == role), key=lambda f: f.size or 0):
+            out.print("  " + _fit_line(f, f is best), markup=False, highlight=False)
+    if not any(f.basis for f in fits):
+        say("no speed measured yet: run `hydra-rag models recommend` with a chat model and an "
+            "embedder installed (`make install` puts the defaults in place)")
+
+
+def _fit_line(f: Any, best: bool) -> str:
+    from hydra_rag.hub import recommend as rec
+
+    size = f"{(f.size or 0) / (1 << 20):>7,.0f} MiB" if f.size else "   size ?  "
+    if f.tokens_per_s is None:
+        speed = "speed not known"
+    else:
+        speed = f"{'' if f.basis == 'measured' else '~'}{f.tokens_per_s:,.0f} tokens/s"
+        if f.role == "embed":
+            minutes = rec.CHUNKS * rec.CHUNK_TOKENS / f.tokens_per_s / 60
+            speed += f" ({rec.CHUNKS:,} chunks in ~{minutes:,.0f} min)"
+        speed += f", {f.basis}" if f.basis != "measured" else ", measured here"
+    verdict = "usable" if f.usable else "does not fit in the memory available" if not f.fits \
+        else "too slow" if f.tokens_per_s is not None else "not judged"
+    mark = "*" if best else " "
+    get = "installed" if f.installed else f.get
+    return f"{mark} {f.id:24} {size}  {verdict:12}  {speed}  [{get}]"

@@ -280,17 +280,19 @@ def _died(what: str, code: int, log: Path, backend: str = "") -> SidecarError:
                         f"{log_tail(log)}")
 
 
-def self_test(spec: SidecarSpec, timeout: float = 300.0) -> dict[str, Any]:
+def self_test(spec: SidecarSpec, timeout: float = 300.0, speed: bool = False) -> dict[str, Any]:
     """Load the model in a child process and test it (one embedding, token or score) as a
-    sidecar does before it serves: what it saw (device, llama.cpp's system info). A crash
-    raises SidecarCrash."""
+    sidecar does before it serves: what it saw (device, llama.cpp's system info); with
+    `speed`, also the tokens per second of a short run (`speed`). A crash raises
+    SidecarCrash."""
     if not Path(spec.model_path).is_file():
         raise SidecarError(f"model file for {spec.id!r} is missing: {spec.model_path}")
     log = dirs().sidecars / f"{spec.id}.self-test.log"
     sidecars_dir()  # private, even for a library caller that never ran the CLI
     with log.open("w") as logf:
         try:
-            proc = subprocess.run(_command(spec, "--self-test"), stdout=subprocess.PIPE,
+            extra = ("--self-test", "--speed") if speed else ("--self-test",)
+            proc = subprocess.run(_command(spec, *extra), stdout=subprocess.PIPE,
                                   stderr=logf, stdin=subprocess.DEVNULL, text=True,
                                   timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -168,6 +168,8 @@ def main() -> None:
                     help="file holding the key every request must carry (mode 600)")
     ap.add_argument("--self-test", action="store_true",
                     help="load the model, test it, print what was seen as JSON and exit")
+    ap.add_argument("--speed", action="store_true",
+                    help="with --self-test: also time a short run (tokens per second)")
     args = ap.parse_args()
     if not args.self_test and not (args.port and args.key_file):
         ap.error("--port and --key-file are needed to serve")
@@ -207,6 +209,8 @@ def main() -> None:
 
         serving = info["device"]
     self_test()
+    if args.self_test and args.speed and args.backend == "llama.cpp" and args.role != "rerank":
+        info["speed"] = _speed(server_llm(), args.role)
     if args.self_test:
         print(json.dumps({**info, "system_info": system_info()}), flush=True)
         return
@@ -313,6 +317,41 @@ def _openai_app(args: argparse.Namespace, threads: int, gpu_layers: int) -> tupl
             llm.create_completion("Hello", max_tokens=1, temperature=0.0)
 
     return app, self_test
+
+
+_SPEED_TEXT = " ".join(["Rivers carry water from the hills down to the sea, and towns grow "
+                        "where they meet."] * 16)
+
+
+def server_llm() -> Any:
+    """The model the OpenAI-compatible app serves (loaded by then)."""
+    from llama_cpp.server import app as server
+
+    assert server._llama_proxy is not None
+    return server._llama_proxy()
+
+
+def _speed(llm: Any, role: str) -> dict[str, float]:
+    """Tokens per second of a short run: an embedder embedding a ~250-token passage three
+    times; a chat model reading a ~250-token prompt, then writing up to 32 tokens (greedy)."""
+    if role == "embed":
+        n = min(len(llm.tokenize(_SPEED_TEXT.encode())), llm.n_ctx())
+        start = time.perf_counter()
+        for _ in range(3):
+            llm.embed(_SPEED_TEXT, truncate=True)
+        return {"tokens_per_s": round(3 * n / (time.perf_counter() - start), 1)}
+    prompt = _SPEED_TEXT + "\nCount from one to one hundred in words: one, two, three,"
+    llm.reset()
+    start = time.perf_counter()
+    llm.create_completion(prompt, max_tokens=1, temperature=0.0)
+    read = time.perf_counter() - start
+    n_prompt = len(llm.tokenize(prompt.encode()))
+    start = time.perf_counter()  # the prompt is cached now: this times the writing
+    out = llm.create_completion(prompt, max_tokens=32, temperature=0.0)
+    wrote = time.perf_counter() - start
+    n = int(out["usage"]["completion_tokens"])
+    return {"prompt_tokens_per_s": round(n_prompt / read, 1),
+            "tokens_per_s": round(n / wrote, 1) if n else 0.0}
 
 
 def _models_at_once(app: Any, alias: str, info: dict[str, Any]) -> None:

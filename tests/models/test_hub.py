@@ -332,3 +332,61 @@ def test_an_ollama_model_with_an_adapter_is_skipped_with_the_reason(hub_home: Pa
     assert proc.returncode == 0, proc.stderr
     assert "ollama:tuned:latest: skipped" in proc.stdout and "adapter" in proc.stdout
     assert _ids(hub_home, "models") == []
+
+
+def test_a_catalog_entry_with_an_hf_source_installs_from_the_hub_or_its_cache(
+        hub_home: Path, tmp_path: Path) -> None:
+    minilm = _models(hub_home) / MINILM
+    entry = {"id": "hub-minilm", "dims": 384, "port": 19090, "file": "minilm-hub-Q8_0.gguf",
+             "query_prefix": "query: ", "languages": ["en"],
+             "sources": [{"hf": "test-org/minilm-GGUF/minilm-Q8_0.gguf"}]}
+    (hub_home / "config").mkdir(parents=True, exist_ok=True)
+    (hub_home / "config" / "catalog.yaml").write_text(yaml.safe_dump({"embedders": [entry]}))
+    repo = FakeRepo({"minilm-Q8_0.gguf": FakeFile(minilm)})
+    with FakeHub({"test-org/minilm-GGUF": repo}) as hub:
+        env = {"HF_ENDPOINT": hub.url}
+        # Pulled by its hub name, the catalog's entry is what gets installed (its prefix kept).
+        proc = run_cli("embedders", "pull", "hf:test-org/minilm-GGUF", env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "is the catalog's hub-minilm" in proc.stderr
+        installed = _models(hub_home) / "minilm-hub-Q8_0.gguf"
+        assert installed.is_file() and not installed.is_symlink()
+        assert [e["id"] for e in _catalog(hub_home)["embedders"]] == ["hub-minilm"]
+        installed.unlink()
+        # Already in the Hugging Face cache (another tool pulled it): linked, not downloaded.
+        from huggingface_hub import hf_hub_download
+
+        # (This process read its settings when it imported the client: they are passed.)
+        cached = hf_hub_download("test-org/minilm-GGUF", "minilm-Q8_0.gguf",
+                                 revision=repo.commit, endpoint=hub.url,
+                                 cache_dir=Path(os.environ["HF_HOME"]) / "hub")
+        gets = len(repo.files["minilm-Q8_0.gguf"].gets)
+        proc = run_cli("rag", "setup", "--embedder", "hub-minilm", env=env)
+        assert proc.returncode == 0, proc.stderr
+    assert "from the Hugging Face cache" in proc.stderr
+    assert installed.is_symlink() and installed.resolve() == Path(cached).resolve()
+    assert len(repo.files["minilm-Q8_0.gguf"].gets) == gets  # nothing downloaded
+    assert "hub-minilm: self-test passed" in proc.stderr
+
+
+def test_recommend_measures_and_says_what_fits(hub_home: Path) -> None:
+    proc = run_cli("models", "recommend", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["machine"]["memory_mb"] > 0 and doc["machine"]["cores"] >= 1
+    rows = {r["id"]: r for r in doc["models"]}
+    smol = rows["smollm2-135m"]
+    assert smol["basis"] == "measured" and smol["tokens_per_s"] > 0 and smol["installed"]
+    assert "smollm2-135m" in doc["measured_now"]
+    # Models not installed are estimated from the measured one, and say how to get them.
+    qwen = rows["qwen2.5-7b-instruct"]
+    assert qwen["basis"] == "estimated from smollm2-135m" and not qwen["installed"]
+    assert qwen["tokens_per_s"] < smol["tokens_per_s"]
+    assert qwen["get"] == "hydra-rag models pull qwen2.5-7b-instruct"
+    emb = rows["nomic-embed-text-v1.5"]
+    assert emb["role"] == "embed" and emb["basis"].startswith("estimated from ")
+    text = run_cli("models", "recommend", "--no-measure").stdout
+    assert "chat models (usable: at least 5 tokens/s written)" in text
+    assert "smollm2-135m" in text and "measured here" in text
+    doctor = run_cli("doctor").stdout
+    assert "models that fit" in doctor and "usable here: chat models:" in doctor
