@@ -52,9 +52,15 @@ def rag_setup(
             local += [foreign] if not foreign.url else []
     # Load and run each model once, in a child process: a llama.cpp built for instructions
     # this machine does not execute is found here, as a crash, not at the first search.
+    from hydra_rag.hub.recommend import CHUNK_TOKENS, CHUNKS, record
+
     for emb in local:
-        info = self_test(sidecar_spec(emb, settings))
-        say(f"{emb.id}: self-test passed on {info.get('device')}")
+        info = self_test(sidecar_spec(emb, settings), speed=True)
+        record(emb, "embed", info)  # the rate a rebuild's estimate goes by
+        tps = (info.get("speed") or {}).get("tokens_per_s")
+        rate = (f" ({tps:,.0f} tokens/s: {CHUNKS:,} chunks in about "
+                f"{CHUNKS * CHUNK_TOKENS / tps / 60:,.0f} min)") if tps else ""
+        say(f"{emb.id}: self-test passed on {info.get('device')}{rate}")
 
 
 @emb_app.command("list")

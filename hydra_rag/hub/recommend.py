@@ -30,7 +30,8 @@ Say = Callable[[str], None]
 # indexes 10,000 chunks of 300 tokens within an hour (~830 tokens/s).
 CHAT_USABLE = 5.0
 EMBED_USABLE = 830.0
-CHUNKS, CHUNK_TOKENS = 10_000, 300
+# SciFact's chunks averaged 333 tokens of MiniLM's (BENCHMARKS.md, issue 32).
+CHUNKS, CHUNK_TOKENS = 10_000, 333
 
 
 def speeds_path() -> Path:
@@ -191,3 +192,36 @@ def to_measure(role: str) -> Entry | None:
         if best is None or size > best[0]:
             best = (size, e)
     return best[1] if best else None
+
+
+def embed_rate(emb: Any) -> tuple[float, str] | None:
+    """An embedder's tokens per second here, and what that rests on; None when nothing was
+    measured to go on (or it is remote)."""
+    if getattr(emb, "url", None):
+        return None
+    speeds = recorded()
+    got = speeds.get(emb.id)
+    if got and got.get("role") == "embed":
+        return float(got["tokens_per_s"]), "measured here"
+    tps, ref = _estimate(size_of(emb), "embed", emb.backend, speeds)
+    return (tps, f"estimated from {ref}") if tps else None
+
+
+def embed_estimate(chunks: dict[str, int], embedders: dict[str, Any]) -> str:
+    """"; about 12 min to embed 3,400 chunks (…)" for a rebuild that embeds `chunks` per
+    table with `embedders` per table; "" when no rate is known."""
+    total, why = 0.0, []
+    for table, n in chunks.items():
+        emb = embedders.get(table)
+        if not n or emb is None:
+            continue
+        rate = embed_rate(emb)
+        if rate is None:
+            return ""
+        total += n * CHUNK_TOKENS / rate[0]
+        why.append(f"{emb.id}: {rate[0]:,.0f} tokens/s, {rate[1]}")
+    if not why:
+        return ""
+    n = sum(chunks.values())
+    took = f"{total / 60:,.0f} min" if total >= 90 else f"{max(total, 1):.0f} s"
+    return f"; about {took} to embed {n:,} chunks ({'; '.join(sorted(set(why)))})"

@@ -124,7 +124,8 @@ class State:
             if store.exists():  # built beside it, while searches keep reading it
                 self.report.rebuilt = True
                 self.report.rebuild_reason = reason
-                self.progress(Progress("rebuild", message=f"rebuilding the index: {reason} "
+                took = self._rebuild_time()
+                self.progress(Progress("rebuild", message=f"rebuilding the index: {reason}{took} "
                                        "(searches use the current one until the new one is done)"))
                 if resumed is not None and (m := marker(store)) is not None:
                     self.report.repaired.append(
@@ -170,6 +171,19 @@ class State:
             light = {rel: light_of(e) for rel, e in files.items()}
         assert light is not None
         return light
+
+    def _rebuild_time(self) -> str:
+        """How long re-embedding the index's chunks should take at the rates measured here
+        ("" when none is known)."""
+        from hydra_rag.hub.recommend import embed_estimate
+
+        try:
+            light = self._light_read or self.store.file_list.light()
+        except (IndexError_, OSError):
+            return ""
+        chunks = {t: sum(e.chunks for e in light.values() if e.kind == t and not e.skip)
+                  for t in self.embedders}
+        return embed_estimate(chunks, self.embedders)
 
     def _stage(self, reason: str, resume: Store | None = None, fresh: bool = True) -> Store:
         """From here on, write a new generation beside the one in use (see hydra_rag.store.rebuild),

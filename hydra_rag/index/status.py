@@ -205,7 +205,11 @@ def _rebuild(root: Path, store: Store, meta: dict[str, Any], recorded: dict[str,
     wanted = {t: (e.id, e.dims) for t, e in embedders.items()}
     reason = rebuild_reason(meta, wanted, context_model(meta, settings, None))
     if reason:
-        return reason
+        from hydra_rag.hub.recommend import embed_estimate
+
+        chunks = {t: sum(len(e.chunks) for e in recorded.values() if e.kind == t and not e.skip)
+                  for t in TABLES}
+        return reason + embed_estimate(chunks, embedders)
     analysis = {"code": Analysis("en"), "prose": Analysis(lang)}
     stale = stale_analysis(meta, store.table_names(), analysis)
     if stale:

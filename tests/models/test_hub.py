@@ -129,8 +129,16 @@ def test_a_split_embedder_pulled_by_name_is_set_up_and_indexes(
     assert row["size"] == sum(p.stat().st_size for p in split_minilm)
     assert not row["measured"] and next(r for r in listed if r["id"] == "minilm-l6")["measured"]
     folder = write_tree(tmp_path / "notes", {"a.md": "# Tomatoes\n\nWater tomatoes deeply.\n"})
+    assert run_cli("index", str(folder)).returncode == 0
+    # Switching embedder rebuilds the index, with the time it should take at the rate
+    # `rag setup` measured.
     env = {"HYDRA_RAG_EMBEDDER": "minilm-split"}
-    assert run_cli("index", str(folder), env=env).returncode == 0
+    proc = run_cli("status", str(folder), env=env)
+    assert "was built with embedder minilm-l6 (384 dims), now minilm-split" in proc.stdout
+    assert "to embed 1 chunks (minilm-split:" in proc.stdout and "measured here" in proc.stdout
+    proc = run_cli("index", str(folder), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "rebuilding the index" in proc.stderr and "to embed 1 chunks" in proc.stderr
     proc = run_cli("search", "watering tomatoes", "--path", str(folder), "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "a.md" in proc.stdout
