@@ -106,7 +106,8 @@ def embedders_info(embedder_id: Annotated[str, typer.Argument(help="Embedder id.
 def embedders_add(
     embedder_id: Annotated[str, typer.Argument(help="New embedder id.")],
     file: Annotated[Path, typer.Argument(help="GGUF file of the embedding model.")],
-    dims: Annotated[int, typer.Option("--dims", help="Vector dimensions.")],
+    dims: Annotated[int | None, typer.Option(
+        "--dims", help="Vector dimensions (default: the file's embedding length).")] = None,
     pooling: Annotated[str, typer.Option("--pooling", help="mean, cls, last or none.")] = "mean",
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Context length.")] = 512,
     kind: Annotated[str, typer.Option("--kind", help="code, prose or both.")] = "both",
@@ -118,6 +119,12 @@ def embedders_add(
     from hydra_rag.catalog import EMBED_PORTS, add_user_embedder, load_embedders
 
     path = _gguf_file(file)
+    if dims is None:
+        from hydra_rag.hub.describe import describe
+
+        dims = describe(path).dims
+        if not dims:
+            raise typer.BadParameter(f"{file} does not say its embedding length: give --dims")
     if port is None:
         port = _free_port(load_embedders(), embedder_id, EMBED_PORTS)
     entry = {"id": embedder_id, "dims": dims, "pooling": pooling, "max_tokens": max_tokens,
