@@ -237,17 +237,19 @@ def test_catalog_example_is_valid() -> None:
 
     path = Path(__file__).resolve().parents[2] / "catalog.example.yaml"
     cat = parse_catalog(path.read_text(), str(path))
-    entries = list(cat.embedders.values())
-    assert [e.id for e in entries] == ["minilm-l6", "minilm-l6-onnx", "my-embedder",
-                                       "downloaded-embedder", "team-embedder", "pooled-embedder"]
-    assert entries[1].backend == "onnx" and entries[0].backend == "llama.cpp"
-    entries.pop(1)
-    assert entries[4].urls == ("http://gpu-box-1.internal:8080/v1",
-                               "http://gpu-box-2.internal:8080/v1")
-    assert entries[4].url == entries[4].urls[0]
-    assert entries[0].sources[0].convert == "bert-q8_0"
+    e = cat.embedders
+    assert list(e) == ["minilm-l6", "minilm-l6-onnx", "my-embedder", "nomic-embed-text-v1.5",
+                       "all-minilm", "downloaded-embedder", "team-embedder", "pooled-embedder"]
+    assert e["minilm-l6-onnx"].backend == "onnx" and e["minilm-l6"].backend == "llama.cpp"
+    assert e["pooled-embedder"].urls == ("http://gpu-box-1.internal:8080/v1",
+                                         "http://gpu-box-2.internal:8080/v1")
+    assert e["pooled-embedder"].url == e["pooled-embedder"].urls[0]
+    assert e["minilm-l6"].sources[0].convert == "bert-q8_0"
+    hub = e["nomic-embed-text-v1.5"]
+    assert hub.sources[0].hf and hub.sources[0].revision == "main" and not hub.measured
+    assert e["all-minilm"].via == "ollama:all-minilm:latest"
     assert list(cat.models) == ["smollm2-135m", "my-local-model", "team-chat"]
-    assert [e.api_key_env for e in (entries[3], cat.models["team-chat"],
+    assert [x.api_key_env for x in (e["team-embedder"], cat.models["team-chat"],
                                     cat.rerankers["team-reranker"])] == \
         ["TEAM_EMBEDDER_KEY", "TEAM_CHAT_KEY", "TEAM_RERANKER_KEY"]
     assert cat.models["smollm2-135m"].params["max_tokens"] == 512

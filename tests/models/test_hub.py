@@ -343,14 +343,19 @@ def test_an_ollama_model_with_an_adapter_is_skipped_with_the_reason(hub_home: Pa
 
 
 def test_a_catalog_entry_with_an_hf_source_installs_from_the_hub_or_its_cache(
-        hub_home: Path, tmp_path: Path) -> None:
+        hub_home: Path, split_minilm: list[Path]) -> None:
     minilm = _models(hub_home) / MINILM
     entry = {"id": "hub-minilm", "dims": 384, "port": 19090, "file": "minilm-hub-Q8_0.gguf",
              "query_prefix": "query: ", "languages": ["en"],
              "sources": [{"hf": "test-org/minilm-GGUF/minilm-Q8_0.gguf"}]}
+    split = {"id": "hub-split", "dims": 384, "port": 19091,
+             "file": "hub-split-00001-of-00002.gguf",
+             "sources": [{"hf": f"test-org/minilm-GGUF/Q8_0/{split_minilm[0].name}"}]}
     (hub_home / "config").mkdir(parents=True, exist_ok=True)
-    (hub_home / "config" / "catalog.yaml").write_text(yaml.safe_dump({"embedders": [entry]}))
-    repo = FakeRepo({"minilm-Q8_0.gguf": FakeFile(minilm)})
+    (hub_home / "config" / "catalog.yaml").write_text(
+        yaml.safe_dump({"embedders": [entry, split]}))
+    repo = FakeRepo({"minilm-Q8_0.gguf": FakeFile(minilm),
+                     **{f"Q8_0/{p.name}": FakeFile(p) for p in split_minilm}})
     with FakeHub({"test-org/minilm-GGUF": repo}) as hub:
         env = {"HF_ENDPOINT": hub.url}
         # Pulled by its hub name, the catalog's entry is what gets installed (its prefix kept).
@@ -359,7 +364,13 @@ def test_a_catalog_entry_with_an_hf_source_installs_from_the_hub_or_its_cache(
         assert "is the catalog's hub-minilm" in proc.stderr
         installed = _models(hub_home) / "minilm-hub-Q8_0.gguf"
         assert installed.is_file() and not installed.is_symlink()
-        assert [e["id"] for e in _catalog(hub_home)["embedders"]] == ["hub-minilm"]
+        assert [e["id"] for e in _catalog(hub_home)["embedders"]] == ["hub-minilm", "hub-split"]
+        # A split model's parts are named as llama.cpp finds them beside the entry's file.
+        proc = run_cli("embedders", "pull", "hub-split", env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert (_models(hub_home) / "hub-split-00002-of-00002.gguf").is_file()
+        proc = run_cli("rag", "setup", "--embedder", "hub-split", env=env)
+        assert proc.returncode == 0, proc.stderr
         installed.unlink()
         # Already in the Hugging Face cache (another tool pulled it): linked, not downloaded.
         from huggingface_hub import hf_hub_download
