@@ -28,7 +28,9 @@ BELOW: dict[str, tuple[str, ...]] = {
     "index": ("models", "store"),
     "search": ("models", "store"),
     "answer": ("search",),
-    "checks": ("answer", "index"),
+    # models by name: pulled, imported, registered (self-tested like any sidecar), judged
+    "hub": ("search",),
+    "checks": ("answer", "index", "hub"),
     "api": ("answer", "index"),
     "serve": ("api", "checks"),
     "cli": ("serve", "warm"),

@@ -3,6 +3,7 @@ ranges checked, with errors naming the file, the entry and the field."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -110,16 +111,13 @@ def _parse_source(where: str, raw: Any) -> Source:
     return src
 
 
+_HF_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*/"
+                      r"(?!.*\.\.)[^:@]+\.gguf", re.IGNORECASE)
+
+
 def _check_hf(where: str, src: Source) -> None:
     """`hf: OWNER/REPO/PATH.gguf`: one file (a split model's first part), nothing to convert."""
-    from hydra_rag.errors import UsageError
-    from hydra_rag.hub.refs import parse_ref
-
-    try:
-        ref = parse_ref(f"hf:{src.hf}")
-    except UsageError as exc:
-        raise ConfigError(f"{where}: field 'hf': {exc}") from None
-    if ref.file is None or ref.revision is not None:
+    if not _HF_FILE.fullmatch(src.hf or ""):
         raise ConfigError(f"{where}: field 'hf' must be OWNER/REPO/FILE.gguf (the revision goes "
                           f"in 'revision'), got {src.hf!r}")
     if src.convert or src.subdir or src.config:

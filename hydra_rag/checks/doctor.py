@@ -158,7 +158,7 @@ def _self_test(check: Check, spec: sidecar.SidecarSpec, entry: Any = None,
     backend = {"onnx": "ONNX Runtime"}.get(info.get("backend", ""), "llama.cpp")
     speed = ""
     if entry is not None and (info.get("speed") or {}).get("tokens_per_s"):
-        from hydra_rag.hub.recommend import record
+        from hydra_rag.models.speeds import record
 
         record(entry, role, info)
         speed = f", {info['speed']['tokens_per_s']:,.0f} tokens/s"

@@ -19,7 +19,7 @@ _ID_HELP = "The catalog id to register it as (default: from its file name)."
 
 def _pull(name: str, role: str, force: bool, model_id: str | None,
           overrides: dict[str, Any]) -> None:
-    from hydra_rag.hub.refs import is_hub_name
+    from hydra_rag.models.hf.refs import is_hub_name
 
     if is_hub_name(name):
         from hydra_rag.hub.register import pull
@@ -158,7 +158,7 @@ def _rm(section: str, entry_id: str, keep_files: bool) -> None:
     from pathlib import Path
 
     from hydra_rag.catalog import load_catalog, remove_user_entry
-    from hydra_rag.hub.describe import split_parts
+    from hydra_rag.models.gguf import split_parts
     from hydra_rag.paths import dirs
 
     entry = getattr(load_catalog(), section).get(entry_id)
@@ -215,12 +215,13 @@ def rerankers_rm(reranker_id: Annotated[str, typer.Argument(help="Reranker id.")
 def models_recommend(
     measure: Annotated[bool, typer.Option(
         "--measure/--no-measure", help="Time the largest installed chat model and embedder "
-        "now (a few seconds each), or go by earlier measurements.")] = True,
+        "now (seconds for small models, a minute for a 7B one), or go by earlier measurements.")] = True,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Which chat models and embedders this machine runs at a usable speed (its memory, its
     GPU, and tokens per second measured here), and the command that gets each."""
     from hydra_rag.hub import recommend as rec
+    from hydra_rag.models.speeds import CHUNK_TOKENS, CHUNKS
 
     machine = rec.this_machine()
     measured: dict[str, Any] = {}
@@ -248,7 +249,7 @@ def models_recommend(
     out.print(f"this machine: {machine.cores} cores, {machine.memory_mb:,} MiB memory "
               f"({machine.available_mb:,} MiB available), {gpu}", markup=False, highlight=False)
     titles = {"chat": f"chat models (usable: at least {rec.CHAT_USABLE:g} tokens/s written)",
-              "embed": f"embedders (usable: {rec.CHUNKS:,} chunks of {rec.CHUNK_TOKENS} tokens "
+              "embed": f"embedders (usable: {CHUNKS:,} chunks of {CHUNK_TOKENS} tokens "
                        "within an hour)"}
     for role in ("chat", "embed"):
         out.print(titles[role], markup=False, highlight=False)
@@ -260,7 +261,7 @@ def models_recommend(
 
 
 def _fit_line(f: Any, best: bool) -> str:
-    from hydra_rag.hub import recommend as rec
+    from hydra_rag.models.speeds import CHUNK_TOKENS, CHUNKS
 
     size = f"{(f.size or 0) / (1 << 20):>7,.0f} MiB" if f.size else "   size ?  "
     if f.tokens_per_s is None:
@@ -268,8 +269,8 @@ def _fit_line(f: Any, best: bool) -> str:
     else:
         speed = f"{'' if f.basis == 'measured' else '~'}{f.tokens_per_s:,.0f} tokens/s"
         if f.role == "embed":
-            minutes = rec.CHUNKS * rec.CHUNK_TOKENS / f.tokens_per_s / 60
-            speed += f" ({rec.CHUNKS:,} chunks in ~{minutes:,.0f} min)"
+            minutes = CHUNKS * CHUNK_TOKENS / f.tokens_per_s / 60
+            speed += f" ({CHUNKS:,} chunks in ~{minutes:,.0f} min)"
         speed += f", {f.basis}" if f.basis != "measured" else ", measured here"
     verdict = "usable" if f.usable else "does not fit in the memory available" if not f.fits \
         else "too slow" if f.tokens_per_s is not None else "not judged"

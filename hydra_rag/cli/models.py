@@ -52,7 +52,7 @@ def rag_setup(
             local += [foreign] if not foreign.url else []
     # Load and run each model once, in a child process: a llama.cpp built for instructions
     # this machine does not execute is found here, as a crash, not at the first search.
-    from hydra_rag.hub.recommend import CHUNK_TOKENS, CHUNKS, record
+    from hydra_rag.models.speeds import CHUNK_TOKENS, CHUNKS, record
 
     for emb in local:
         info = self_test(sidecar_spec(emb, settings), speed=True)
@@ -213,7 +213,7 @@ def _provenance(e: Any) -> dict[str, Any]:
     """Where an entry came from (`via`: hf:…, ollama:…; else the catalog it is in), its size
     on disk (every part of a split model; None when not installed) and whether BENCHMARKS.md
     measured it."""
-    from hydra_rag.hub.describe import split_parts
+    from hydra_rag.models.gguf import split_parts
 
     path = e.model_path()
     size = None

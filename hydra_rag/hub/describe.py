@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.errors import ModelError
-from hydra_rag.hub.refs import SPLIT
-from hydra_rag.models.gguf import NotGguf, header
+from hydra_rag.models.gguf import SPLIT, NotGguf, header, split_parts
 
 # llama.cpp's enum llama_pooling_type.
 POOLINGS = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
@@ -46,16 +45,6 @@ class Described:
     @property
     def size(self) -> int:
         return sum(p.stat().st_size for p in self.parts if p.exists())
-
-
-def split_parts(path: Path) -> tuple[Path, ...]:
-    """The files of the model whose first (or only) file is `path`."""
-    m = SPLIT.match(path.name)
-    if m is None:
-        return (path,)
-    count = int(m.group("count"))
-    return tuple(path.with_name(f"{m.group('prefix')}-{i:05d}-of-{count:05d}.gguf")
-                 for i in range(1, count + 1))
 
 
 def describe(path: Path) -> Described:

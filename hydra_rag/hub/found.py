@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.hub.refs import SPLIT
+from hydra_rag.models.gguf import SPLIT
 
 SOURCES = ("ollama", "lmstudio", "hf", "llama.cpp")
 _OLLAMA_MODEL = "application/vnd.ollama.image.model"

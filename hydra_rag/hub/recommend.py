@@ -1,72 +1,28 @@
 """Which chat models and embedders this machine runs at a usable speed, and how to get them.
 
-Speed is measured, not looked up: a short self-test (hydra_rag.models.sidecar_server --speed)
-of an installed model gives its tokens per second here, kept in `speeds.json` in the state
-folder (doctor's self-tests add to it). A model not measured here is estimated from the
-measured one nearest in size: writing a token reads every weight once, so a chat model's rate
-scales with the inverse of its file size, and an embedder's work with its size too. An estimate
-says which measurement it came from. A model fits when its weights, a context cache and the
-runtime fit the memory available now.
+Speed is measured, not looked up: a short timed self-test of an installed model gives its tokens
+per second here (hydra_rag.models.speeds keeps them, and estimates the models not measured from
+the nearest measured one). A model fits when its weights, a context cache and the runtime fit
+the memory available now.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.hub.describe import split_parts
-from hydra_rag.hub.refs import needs
 from hydra_rag.hub.register import Entry, entries_of
-from hydra_rag.locks import write_atomic
-from hydra_rag.paths import state_dir
+from hydra_rag.models.hf.refs import needs
+from hydra_rag.models.speeds import estimate, record, recorded, size_of
 
 Say = Callable[[str], None]
 # Usable: a chat model writes at least as fast as people read (~5 tokens/s); an embedder
-# indexes 10,000 chunks of 300 tokens within an hour (~830 tokens/s).
+# indexes 10,000 chunks of 333 tokens within an hour (~925 tokens/s).
 CHAT_USABLE = 5.0
-EMBED_USABLE = 830.0
-# SciFact's chunks averaged 333 tokens of MiniLM's (BENCHMARKS.md, issue 32).
-CHUNKS, CHUNK_TOKENS = 10_000, 333
-
-
-def speeds_path() -> Path:
-    return state_dir() / "speeds.json"
-
-
-def recorded() -> dict[str, dict[str, Any]]:
-    """Measured speeds by model id: {"role", "size", "tokens_per_s", "device", "when"}."""
-    try:
-        doc = json.loads(speeds_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in doc.items() if isinstance(v, dict)} if isinstance(doc, dict) else {}
-
-
-def record(entry: Entry, role: str, info: dict[str, Any]) -> None:
-    """Keep a self-test's measured speed (info["speed"]) for `entry`."""
-    speed = info.get("speed") or {}
-    if not speed.get("tokens_per_s"):
-        return
-    doc = recorded()
-    doc[entry.id] = {"role": role, "size": size_of(entry) or 0, "backend": entry.backend,
-                     "device": info.get("device", ""),
-                     "tokens_per_s": speed["tokens_per_s"],
-                     "prompt_tokens_per_s": speed.get("prompt_tokens_per_s"),
-                     "when": time.strftime("%Y-%m-%d %H:%M")}
-    write_atomic(speeds_path(), json.dumps(doc, indent=1))
-
-
-def size_of(entry: Entry) -> int | None:
-    """Bytes on disk (every part), or the catalog's download size; None when unknown."""
-    path = entry.model_path()
-    if path is not None and path.is_file():
-        return sum(p.stat().st_size for p in split_parts(path) if p.is_file())
-    return entry.size_mb << 20 if entry.size_mb else None
+EMBED_USABLE = 925.0
 
 
 def measure(entry: Entry, role: str) -> dict[str, Any]:
@@ -138,20 +94,6 @@ class Fit:
         return {**self.__dict__, "size_mb": (self.size or 0) >> 20 or None}
 
 
-def _estimate(size: int | None, role: str, backend: str, speeds: dict[str, dict[str, Any]]
-              ) -> tuple[float | None, str]:
-    """A rate for a model of `size` bytes from the measurement of the same role and backend
-    nearest in size."""
-    if not size:
-        return None, ""
-    same = [(k, v) for k, v in speeds.items() if v.get("role") == role and v.get("size")
-            and v.get("backend", "llama.cpp") == backend]
-    if not same:
-        return None, ""
-    ref_id, ref = min(same, key=lambda kv: abs(kv[1]["size"] - size))
-    return float(ref["tokens_per_s"]) * ref["size"] / size, ref_id
-
-
 def assess(machine: Machine, speeds: dict[str, dict[str, Any]] | None = None) -> list[Fit]:
     """Every local chat model and embedder in the catalog, judged for this machine."""
     speeds = recorded() if speeds is None else speeds
@@ -169,7 +111,7 @@ def assess(machine: Machine, speeds: dict[str, dict[str, Any]] | None = None) ->
                 tps: float | None = float(speeds[e.id]["tokens_per_s"])
                 basis = "measured"
             else:
-                tps, ref = _estimate(size, role, e.backend, speeds)
+                tps, ref = estimate(size, role, e.backend, speeds)
                 basis = f"estimated from {ref}" if ref else ""
             usable = fits and tps is not None and tps >= usable_at
             installed = e.installed()
@@ -193,35 +135,3 @@ def to_measure(role: str) -> Entry | None:
             best = (size, e)
     return best[1] if best else None
 
-
-def embed_rate(emb: Any) -> tuple[float, str] | None:
-    """An embedder's tokens per second here, and what that rests on; None when nothing was
-    measured to go on (or it is remote)."""
-    if getattr(emb, "url", None):
-        return None
-    speeds = recorded()
-    got = speeds.get(emb.id)
-    if got and got.get("role") == "embed":
-        return float(got["tokens_per_s"]), "measured here"
-    tps, ref = _estimate(size_of(emb), "embed", emb.backend, speeds)
-    return (tps, f"estimated from {ref}") if tps else None
-
-
-def embed_estimate(chunks: dict[str, int], embedders: dict[str, Any]) -> str:
-    """"; about 12 min to embed 3,400 chunks (…)" for a rebuild that embeds `chunks` per
-    table with `embedders` per table; "" when no rate is known."""
-    total, why = 0.0, []
-    for table, n in chunks.items():
-        emb = embedders.get(table)
-        if not n or emb is None:
-            continue
-        rate = embed_rate(emb)
-        if rate is None:
-            return ""
-        total += n * CHUNK_TOKENS / rate[0]
-        why.append(f"{emb.id}: {rate[0]:,.0f} tokens/s, {rate[1]}")
-    if not why:
-        return ""
-    n = sum(chunks.values())
-    took = f"{total / 60:,.0f} min" if total >= 90 else f"{max(total, 1):.0f} s"
-    return f"; about {took} to embed {n:,} chunks ({'; '.join(sorted(set(why)))})"

@@ -28,7 +28,7 @@ from hydra_rag.catalog import (
 from hydra_rag.errors import ConfigError, ModelError, SidecarError
 from hydra_rag.hub.describe import ROLE_NAMES, Described, describe, entry_for, suggest_id
 from hydra_rag.hub.found import Found
-from hydra_rag.hub.refs import HubRef, candidates, choose, parse_ref, quant_of
+from hydra_rag.models.hf.refs import HubRef, candidates, choose, parse_ref, quant_of
 from hydra_rag.paths import dirs
 
 Say = Callable[[str], None]
@@ -163,7 +163,7 @@ def _catalog_match(ref: HubRef, role: str) -> Entry | None:
 def pull(name: str, role: str, say: Say, model_id: str | None = None,
          overrides: dict[str, Any] | None = None) -> Registered:
     """Fetch `hf:OWNER/REPO[:QUANT|/FILE]` and register it as a model of `role`."""
-    from hydra_rag.hub import download as hub
+    from hydra_rag.models.hf import download as hub
     from hydra_rag.models.install import install_model, machine
 
     ref = parse_ref(name)

@@ -175,7 +175,7 @@ class State:
     def _rebuild_time(self) -> str:
         """How long re-embedding the index's chunks should take at the rates measured here
         ("" when none is known)."""
-        from hydra_rag.hub.recommend import embed_estimate
+        from hydra_rag.models.speeds import embed_estimate
 
         try:
             light = self._light_read or self.store.file_list.light()

@@ -205,7 +205,7 @@ def _rebuild(root: Path, store: Store, meta: dict[str, Any], recorded: dict[str,
     wanted = {t: (e.id, e.dims) for t, e in embedders.items()}
     reason = rebuild_reason(meta, wanted, context_model(meta, settings, None))
     if reason:
-        from hydra_rag.hub.recommend import embed_estimate
+        from hydra_rag.models.speeds import embed_estimate
 
         chunks = {t: sum(len(e.chunks) for e in recorded.values() if e.kind == t and not e.skip)
                   for t in TABLES}

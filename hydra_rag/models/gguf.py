@@ -9,9 +9,14 @@ which is what llama.cpp writes on every machine we run on).
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
+
+# llama.cpp's names for the parts of a model split over several files (llama_split_path):
+# NAME-00001-of-00003.gguf…; it loads the first and finds the others beside it.
+SPLIT = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
 # GGUF value types: 0–7 and 10–12 are scalars (struct formats), 8 a string, 9 an array.
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
@@ -106,3 +111,13 @@ def header(path: str | Path) -> dict[str, Any]:
         if isinstance(exc, NotGguf):
             raise
         raise NotGguf(f"its GGUF metadata is damaged or cut short ({exc})") from None
+
+
+def split_parts(path: Path) -> tuple[Path, ...]:
+    """The files of the model whose first (or only) file is `path`."""
+    m = SPLIT.match(path.name)
+    if m is None:
+        return (path,)
+    count = int(m.group("count"))
+    return tuple(path.with_name(f"{m.group('prefix')}-{i:05d}-of-{count:05d}.gguf")
+                 for i in range(1, count + 1))

@@ -124,8 +124,8 @@ def from_hub(src: Source, dest: Path, say: Say, role: str) -> Path:
     from dataclasses import replace
 
     from hydra_rag.errors import UsageError
-    from hydra_rag.hub import download as hub
-    from hydra_rag.hub.refs import SPLIT, candidates, choose, parse_ref, quant_of
+    from hydra_rag.models.hf import download as hub
+    from hydra_rag.models.hf.refs import SPLIT, candidates, choose, parse_ref, quant_of
 
     assert src.hf is not None
     ref = replace(parse_ref(f"hf:{src.hf}"), revision=src.revision)

@@ -217,6 +217,7 @@ def test_a_gated_repository_needs_a_token(hub_home: Path) -> None:
         assert "is gated" in proc.stderr and "HF_TOKEN" in proc.stderr
         assert f"{hub.url}/test-org/gated-GGUF" in proc.stderr
         assert _ids(hub_home, "models") == []
+        assert not list((_models(hub_home) / "hf" / "test-org--gated-GGUF").iterdir())
         proc = run_cli("models", "pull", "hf:test-org/gated-GGUF",
                        env={"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_test_token"})
     assert proc.returncode == 0, proc.stderr

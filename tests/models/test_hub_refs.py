@@ -7,7 +7,7 @@ import pytest
 
 from hydra_rag.errors import UsageError
 from hydra_rag.hub.describe import suggest_id
-from hydra_rag.hub.refs import HubRef, candidates, choose, needs, parse_ref, quant_of
+from hydra_rag.models.hf.refs import HubRef, candidates, choose, needs, parse_ref, quant_of
 
 
 @pytest.mark.parametrize("text, want", [

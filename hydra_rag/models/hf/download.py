@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.errors import ModelError
-from hydra_rag.hub.refs import Candidate, HubRef
 from hydra_rag.locks import file_lock
+from hydra_rag.models.hf.refs import Candidate, HubRef
 
 Say = Callable[[str], None]
 
@@ -202,6 +202,8 @@ def _get(repo: Repo, want: HubFile, partial: Path, say: Say) -> None:
                      displayed_filename=want.path.rsplit("/", 1)[-1])
     except (errors.HfHubHTTPError, httpx2.HTTPError, OSError) as exc:
         got = partial.stat().st_size if partial.exists() else 0
+        if not got:
+            partial.unlink(missing_ok=True)
         err = hub_error(exc, repo.id, f"hf:{repo.id}/{want.path}")
         if got and got < want.size and not isinstance(exc, errors.GatedRepoError):
             raise ModelError(f"{err} ({got >> 20} of {want.size >> 20} MiB kept in {partial}: "

@@ -12,9 +12,8 @@ import re
 from dataclasses import dataclass
 
 from hydra_rag.errors import UsageError
+from hydra_rag.models.gguf import SPLIT
 
-# llama.cpp's name for the parts of a split model (llama_split_path).
-SPLIT = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 # A quantisation's name inside a file name: Q4_K_M, IQ3_XXS, Q8_0, F16, BF16, MXFP4, UD-Q4_K_XL…
 _QUANT = re.compile(r"(?<![A-Za-z0-9])((?:UD-)?I?Q\d(?:_[0-9A-Z]+)*|B?F16|F32|FP16|FP32|MXFP4)"
                     r"(?![A-Za-z0-9])", re.IGNORECASE)

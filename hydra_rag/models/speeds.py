@@ -1,0 +1,105 @@
+"""Speeds measured on this machine: each model's tokens per second from a timed self-test
+(hydra_rag.models.sidecar_server --speed), kept in `speeds.json` in the state folder by
+`rag setup`, `doctor` and `models recommend`; and the estimates made from them, such as how
+long a rebuild's re-embedding should take.
+
+A model not measured is estimated from the measured one of the same role and backend nearest
+in size: writing a token reads every weight once, so a chat model's rate scales with the
+inverse of its file size, and an embedder's work with its size too. An estimate says which
+measurement it came from."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra_rag.locks import write_atomic
+from hydra_rag.models.gguf import split_parts
+from hydra_rag.paths import state_dir
+
+# SciFact's chunks averaged 333 tokens of MiniLM's (BENCHMARKS.md, issue 32).
+CHUNKS, CHUNK_TOKENS = 10_000, 333
+
+
+def speeds_path() -> Path:
+    return state_dir() / "speeds.json"
+
+
+def recorded() -> dict[str, dict[str, Any]]:
+    """Measured speeds by model id: {"role", "size", "tokens_per_s", "device", "when"}."""
+    try:
+        doc = json.loads(speeds_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in doc.items() if isinstance(v, dict)} if isinstance(doc, dict) else {}
+
+
+def record(entry: Any, role: str, info: dict[str, Any]) -> None:
+    """Keep a self-test's measured speed (info["speed"]) for `entry`."""
+    speed = info.get("speed") or {}
+    if not speed.get("tokens_per_s"):
+        return
+    doc = recorded()
+    doc[entry.id] = {"role": role, "size": size_of(entry) or 0, "backend": entry.backend,
+                     "device": info.get("device", ""),
+                     "tokens_per_s": speed["tokens_per_s"],
+                     "prompt_tokens_per_s": speed.get("prompt_tokens_per_s"),
+                     "when": time.strftime("%Y-%m-%d %H:%M")}
+    write_atomic(speeds_path(), json.dumps(doc, indent=1))
+
+
+def size_of(entry: Any) -> int | None:
+    """Bytes on disk (every part), or the catalog's download size; None when unknown."""
+    path = entry.model_path()
+    if path is not None and path.is_file():
+        return sum(p.stat().st_size for p in split_parts(path) if p.is_file())
+    return entry.size_mb << 20 if entry.size_mb else None
+
+
+def estimate(size: int | None, role: str, backend: str, speeds: dict[str, dict[str, Any]]
+              ) -> tuple[float | None, str]:
+    """A rate for a model of `size` bytes from the measurement of the same role and backend
+    nearest in size."""
+    if not size:
+        return None, ""
+    same = [(k, v) for k, v in speeds.items() if v.get("role") == role and v.get("size")
+            and v.get("backend", "llama.cpp") == backend]
+    if not same:
+        return None, ""
+    ref_id, ref = min(same, key=lambda kv: abs(kv[1]["size"] - size))
+    return float(ref["tokens_per_s"]) * ref["size"] / size, ref_id
+
+
+def embed_rate(emb: Any) -> tuple[float, str] | None:
+    """An embedder's tokens per second here, and what that rests on; None when nothing was
+    measured to go on (or it is remote)."""
+    if getattr(emb, "url", None):
+        return None
+    speeds = recorded()
+    got = speeds.get(emb.id)
+    if got and got.get("role") == "embed":
+        return float(got["tokens_per_s"]), "measured here"
+    tps, ref = estimate(size_of(emb), "embed", emb.backend, speeds)
+    return (tps, f"estimated from {ref}") if tps else None
+
+
+def embed_estimate(chunks: dict[str, int], embedders: dict[str, Any]) -> str:
+    """"; about 12 min to embed 3,400 chunks (…)" for a rebuild that embeds `chunks` per
+    table with `embedders` per table; "" when no rate is known."""
+    total, why = 0.0, []
+    for table, n in chunks.items():
+        emb = embedders.get(table)
+        if not n or emb is None:
+            continue
+        rate = embed_rate(emb)
+        if rate is None:
+            return ""
+        total += n * CHUNK_TOKENS / rate[0]
+        why.append(f"{emb.id}: {rate[0]:,.0f} tokens/s, {rate[1]}")
+    if not why:
+        return ""
+    n = sum(chunks.values())
+    took = f"{total / 60:,.0f} min" if total >= 90 else f"{max(total, 1):.0f} s"
+    return f"; about {took} to embed {n:,} chunks ({'; '.join(sorted(set(why)))})"
