@@ -61,6 +61,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "license": str,
     "query_prefix": str,
     "memory_mb": int,
+    "layers": int,
     "gpu": bool,
     "document_prefix": str,
     "languages": list,

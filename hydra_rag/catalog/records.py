@@ -92,6 +92,7 @@ class Embedder(_ModelFile):
     query_prefix: str = ""
     document_prefix: str = ""
     memory_mb: int = 0  # resident memory its sidecar needs (0: unknown/small)
+    layers: int = 0  # its transformer layers (0: read from the GGUF), for speed estimates
     gpu: bool = False  # needs a GPU to be usable
     # Languages (ISO 639-1) its vectors are good for; "*": any. Elsewhere retrieval leans on
     # the full-text list (retrieve.dense_weight).

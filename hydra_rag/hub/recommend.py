@@ -111,7 +111,7 @@ def assess(machine: Machine, speeds: dict[str, dict[str, Any]] | None = None) ->
                 tps: float | None = float(speeds[e.id]["tokens_per_s"])
                 basis = "measured"
             else:
-                tps, ref = estimate(size, role, e.backend, speeds)
+                tps, ref = estimate(e, role, speeds)
                 basis = f"estimated from {ref}" if ref else ""
             usable = fits and tps is not None and tps >= usable_at
             installed = e.installed()
@@ -121,9 +121,17 @@ def assess(machine: Machine, speeds: dict[str, dict[str, Any]] | None = None) ->
 
 
 def to_measure(role: str) -> Entry | None:
-    """The installed model of a role to time: the largest that fits (an estimate from a
-    larger model is the closer one for the models people pull)."""
+    """The installed model of a role to time: for chat the largest that fits (an estimate
+    from a larger model is the closer one for the models people pull); for embedders the
+    configured one, what an index runs on."""
     machine = this_machine()
+    if role == "embed":
+        from hydra_rag.catalog import load_embedders
+        from hydra_rag.config import load_settings
+
+        emb = load_embedders().get(load_settings().embedder_for("code"))
+        if emb is not None and emb.installed() and not emb.url:
+            return emb
     best: tuple[int, Entry] | None = None
     for e in entries_of(role):
         size = size_of(e)
@@ -134,4 +142,3 @@ def to_measure(role: str) -> Entry | None:
         if best is None or size > best[0]:
             best = (size, e)
     return best[1] if best else None
-

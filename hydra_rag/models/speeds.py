@@ -43,6 +43,7 @@ def record(entry: Any, role: str, info: dict[str, Any]) -> None:
         return
     doc = recorded()
     doc[entry.id] = {"role": role, "size": size_of(entry) or 0, "backend": entry.backend,
+                     "work": work(entry, role),
                      "device": info.get("device", ""),
                      "tokens_per_s": speed["tokens_per_s"],
                      "prompt_tokens_per_s": speed.get("prompt_tokens_per_s"),
@@ -58,18 +59,46 @@ def size_of(entry: Any) -> int | None:
     return entry.size_mb << 20 if entry.size_mb else None
 
 
-def estimate(size: int | None, role: str, backend: str, speeds: dict[str, dict[str, Any]]
-              ) -> tuple[float | None, str]:
-    """A rate for a model of `size` bytes from the measurement of the same role and backend
-    nearest in size."""
-    if not size:
+def _layers(entry: Any) -> int:
+    """An embedder's layer count: its catalog entry's, else its GGUF's (0: not known)."""
+    from hydra_rag.models.gguf import metadata_value
+
+    if getattr(entry, "layers", 0):
+        return int(entry.layers)
+    path = entry.model_path()
+    if path is None or not path.is_file() or path.suffix.lower() == ".onnx":
+        return 0
+    arch = metadata_value(path, "general.architecture")
+    n = metadata_value(path, f"{arch}.block_count") if isinstance(arch, str) else None
+    return n if isinstance(n, int) else 0
+
+
+def work(entry: Any, role: str) -> float:
+    """What a model's rate is inversely proportional to. A chat model writing a token reads
+    every weight once: its bytes. An embedder reading a passage computes: its layers times its
+    width squared, when they are known (a large vocabulary adds bytes but no work), else its
+    bytes. 0 when nothing is known."""
+    dims = int(getattr(entry, "dims", 0) or 0)
+    if role == "embed" and dims and (layers := _layers(entry)):
+        return float(layers * dims ** 2)
+    return float(size_of(entry) or 0)
+
+
+def estimate(entry: Any, role: str, speeds: dict[str, dict[str, Any]]
+             ) -> tuple[float | None, str]:
+    """A rate for `entry` from the measurement of the same role and backend nearest in
+    size, scaled by `work`; (None, "") when there is none to go by."""
+    size, mine = size_of(entry), work(entry, role)
+    if not size or not mine:
         return None, ""
     same = [(k, v) for k, v in speeds.items() if v.get("role") == role and v.get("size")
-            and v.get("backend", "llama.cpp") == backend]
+            and v.get("work") and v.get("backend", "llama.cpp") == entry.backend]
     if not same:
         return None, ""
     ref_id, ref = min(same, key=lambda kv: abs(kv[1]["size"] - size))
-    return float(ref["tokens_per_s"]) * ref["size"] / size, ref_id
+    if (ref["work"] == ref["size"]) != (mine == size):  # the two measured in different terms
+        return None, ""
+    return float(ref["tokens_per_s"]) * ref["work"] / mine, ref_id
 
 
 def embed_rate(emb: Any) -> tuple[float, str] | None:
@@ -81,7 +110,7 @@ def embed_rate(emb: Any) -> tuple[float, str] | None:
     got = speeds.get(emb.id)
     if got and got.get("role") == "embed":
         return float(got["tokens_per_s"]), "measured here"
-    tps, ref = estimate(size_of(emb), "embed", emb.backend, speeds)
+    tps, ref = estimate(emb, "embed", speeds)
     return (tps, f"estimated from {ref}") if tps else None
 
 
