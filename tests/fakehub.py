@@ -52,6 +52,7 @@ class FakeFile:
     sha256: str = ""  # what the API publishes; default the true one
     drop_after: int = 0  # a GET from byte 0 sends this many bytes, then hangs up (0: never)
     cut_at: int = 0  # no GET sends a byte past this offset: each hangs up there (0: never)
+    lfs: bool = True  # False: kept in git itself, described by its git blob id
     gets: list[str] = field(default_factory=list)  # the Range header of each GET ("" none)
 
 
@@ -86,9 +87,10 @@ class FakeHub:
                 hub._resolve(self, head=True)
 
             def do_GET(self) -> None:  # noqa: N802
-                path = urlparse(self.path).path
-                if path.startswith("/api/models/"):
-                    hub._info(self, unquote(path[len("/api/models/"):]))
+                url = urlparse(self.path)
+                if url.path.startswith("/api/models/"):
+                    hub._info(self, unquote(url.path[len("/api/models/"):]),
+                              "blobs=true" in url.query.lower())
                 else:
                     hub._resolve(self, head=False)
 
@@ -118,15 +120,28 @@ class FakeHub:
         h.end_headers()
         h.wfile.write(body)
 
-    def _info(self, h: BaseHTTPRequestHandler, rest: str) -> None:
+    def _git_hash(self, f: FakeFile) -> str:
+        h = hashlib.sha1(f"blob {f.data.stat().st_size}\0".encode())
+        with f.data.open("rb") as src:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    def _info(self, h: BaseHTTPRequestHandler, rest: str, blobs: bool) -> None:
         repo_id = rest.split("/revision/")[0]
         repo = self.repos.get(repo_id)
         if repo is None:
             return self._error(h, 401, "RepoNotFound", "Repository not found")
-        siblings = [{"rfilename": name, "size": f.data.stat().st_size, "blobId": "0" * 40,
-                     "lfs": {"sha256": f.sha256 or self._true_hash(f),
-                             "size": f.data.stat().st_size, "pointerSize": 134}}
-                    for name, f in repo.files.items()]
+        siblings: list[dict[str, Any]] = []
+        for name, f in repo.files.items():
+            sib: dict[str, Any] = {"rfilename": name}
+            if blobs:  # sizes and hashes only when asked for, as the hub does
+                size = f.data.stat().st_size
+                sib.update(size=size, blobId=self._git_hash(f) if not f.lfs else "0" * 40)
+                if f.lfs:
+                    sib["lfs"] = {"sha256": f.sha256 or self._true_hash(f), "size": size,
+                                  "pointerSize": 134}
+            siblings.append(sib)
         body = json.dumps({"id": repo_id, "sha": repo.commit, "siblings": siblings,
                            "gated": "manual" if repo.token else False,
                            "private": False}).encode()

@@ -51,7 +51,7 @@ __all__ = ["CHAT_FORMATS", "CHAT_PORTS", "CONVERTS", "EMBED_PORTS", "ENV_NAME", 
            "get_embedder", "get_model", "get_reranker", "load_bundles", "load_catalog",
            "load_embedders", "load_models", "load_rerankers", "looks_like_secret", "parse_bundle",
            "parse_catalog", "parse_embedder", "parse_model", "parse_reranker", "remove_user_entry",
-           "table_embedder", "user_catalog_path"]
+           "table_embedder", "user_catalog_path", "user_entry"]
 
 _E = TypeVar("_E")
 
@@ -193,6 +193,14 @@ def add_user_entry(section: str, entry: dict[str, Any]) -> Any:
 
 def add_user_embedder(entry: dict[str, Any]) -> Embedder:
     return add_user_entry("embedders", entry)
+
+
+def user_entry(section: str, entry_id: str) -> dict[str, Any] | None:
+    """The entry as written in the user's catalog (its raw fields), or None."""
+    for e in _read_user_doc(user_catalog_path()).get(section) or []:
+        if isinstance(e, dict) and e.get("id") == entry_id:
+            return dict(e)
+    return None
 
 
 def remove_user_entry(section: str, entry_id: str) -> bool:

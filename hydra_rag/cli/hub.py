@@ -24,7 +24,7 @@ def _pull(name: str, role: str, force: bool, model_id: str | None,
     if is_hub_name(name):
         from hydra_rag.hub.register import pull
 
-        got = pull(name, role, say, model_id, overrides or None)
+        got = pull(name, role, say, model_id, overrides or None, force=force)
         e, d = got.entry, got.described
         size = d.size
         what = "replaced" if got.replaced else "registered"
@@ -214,8 +214,9 @@ def rerankers_rm(reranker_id: Annotated[str, typer.Argument(help="Reranker id.")
 @models_app.command("recommend")
 def models_recommend(
     measure: Annotated[bool, typer.Option(
-        "--measure/--no-measure", help="Time the largest installed chat model and embedder "
-        "now (seconds for small models, a minute for a 7B one), or go by earlier measurements.")] = True,
+        "--measure/--no-measure", help="Time the largest installed chat model and the configured "
+        "embedder now (seconds for small models, a minute for a 7B one), or go by earlier "
+        "measurements.")] = True,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Which chat models and embedders this machine runs at a usable speed (its memory, its

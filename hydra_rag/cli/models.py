@@ -80,7 +80,7 @@ def embedders_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
         return
     for r in rows:
         mark = "installed" if r["installed"] else "not installed"
-        measured = "" if r["measured"] or r["backend"] == "remote" else "  (not measured here)"
+        measured = "" if r["measured"] or r["backend"] == "remote" else "  (not benchmarked here)"
         out.print(f"{r['id']:24} {r['dims']:5}d  {r['kind']:5}  {r['backend']:9}  {mark:13} "
                   f"{_size(r):>9}  {r['via']:10} {r['location']}{measured}", markup=False,
                   highlight=False)
@@ -203,7 +203,7 @@ def models_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
         return
     for r in rows:
         mark = "installed" if r["installed"] else "not installed"
-        measured = "" if r["measured"] or r["via"] == "remote" else "  (not measured here)"
+        measured = "" if r["measured"] or r["via"] == "remote" else "  (not benchmarked here)"
         out.print(f"{r['id']:24} ctx {r['context']:<6} {r['chat_format']:8} {mark:13} "
                   f"{_size(r):>10}  {r['via']:10} {r['location']}{measured}", markup=False,
                   highlight=False)
@@ -249,7 +249,7 @@ def rerankers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
     for r in rows:
         mark = "installed" if r["installed"] else "not installed"
         star = "*" if r["configured"] else " "
-        measured = "" if r["measured"] or r["via"] == "remote" else "  (not measured here)"
+        measured = "" if r["measured"] or r["via"] == "remote" else "  (not benchmarked here)"
         out.print(f"{star} {r['id']:24} {','.join(r['languages']):6} {mark:13} {_size(r):>9}  "
                   f"{r['via']:10} {r['location']}{measured}", markup=False, highlight=False)
 

@@ -67,12 +67,24 @@ def ollama_roots(home: Path) -> list[Path]:
     roots = [Path(os.environ["OLLAMA_MODELS"]).expanduser()] if os.environ.get("OLLAMA_MODELS") \
         else []
     roots += [home / ".ollama" / "models", Path("/usr/share/ollama/.ollama/models")]
-    return _unique(r for r in roots if (r / "manifests").is_dir())
+    return _unique(r for r in roots if _is_dir(r / "manifests"))
+
+
+def _is_dir(path: Path) -> bool:
+    """A folder this account can read (the Ollama service's may not be)."""
+    try:
+        return path.is_dir() and os.access(path, os.R_OK | os.X_OK)
+    except OSError:
+        return False
 
 
 def ollama(home: Path) -> Iterator[Found]:
     for root in ollama_roots(home):
-        for manifest in sorted((root / "manifests").glob("*/*/*/*")):
+        try:
+            manifests = sorted((root / "manifests").glob("*/*/*/*"))
+        except OSError:
+            continue
+        for manifest in manifests:
             if manifest.is_file():
                 found = _ollama_model(root, manifest)
                 if found is not None:
@@ -87,20 +99,22 @@ def _ollama_model(root: Path, manifest: Path) -> Found | None:
     hint = model if tag == "latest" else f"{model}-{tag}"
     try:
         doc = json.loads(manifest.read_text(encoding="utf-8"))
-        layers = [x for x in doc.get("layers", []) if isinstance(x, dict)]
-    except (OSError, ValueError, AttributeError):
+        raw = doc.get("layers") if isinstance(doc, dict) else None
+    except (OSError, ValueError):
         return None
+    layers = [x for x in raw if isinstance(x, dict)] if isinstance(raw, list) else []
     models = [x for x in layers if x.get("mediaType") == _OLLAMA_MODEL]
     if not models:
         return None
     blob = _blob(root, str(models[0].get("digest", "")))
     note = ""
+    readable = blob is not None and blob.is_file() and os.access(blob, os.R_OK)
     if len(models) > 1:
         note = "its model is in several layers, which only Ollama joins"
     elif any(x.get("mediaType") == _OLLAMA_ADAPTER for x in layers):
         note = "it adds an adapter (LoRA) to its model, which only Ollama applies"
-    elif blob is None or not blob.is_file():
-        note = "its model blob is missing"
+    elif not readable:
+        note = "its model blob is missing or not readable by this account"
     params: dict[str, Any] = {}
     context = 0
     for layer in layers:
@@ -151,47 +165,79 @@ def lmstudio_roots(home: Path) -> list[Path]:
         if isinstance(folder, str) and folder:
             roots.append(Path(folder).expanduser())
     roots += [home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"]
-    return _unique(r for r in roots if r.is_dir())
+    return _unique(r for r in roots if _is_dir(r))
 
 
 def lmstudio(home: Path) -> Iterator[Found]:
     for root in lmstudio_roots(home):
-        for path in sorted(root.glob("*/*/*.gguf")):
+        try:
+            paths = sorted(root.glob("*/*/*.gguf"))
+        except OSError:
+            continue
+        for path in paths:
             if _is_model(path):
                 rel = path.relative_to(root).as_posix()
                 yield Found("lmstudio", rel, path, path.name)
 
 
 def hf_cache() -> Iterator[Found]:
-    from huggingface_hub import scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
+    from huggingface_hub import constants
 
-    try:
-        info = scan_cache_dir()
-    except (CacheNotFound, OSError, ValueError):
+    yield from _hub_layout(Path(constants.HF_HUB_CACHE), "hf")
+
+
+def _hub_layout(root: Path, source: str) -> Iterator[Found]:
+    """GGUFs in a cache laid out as the hub client lays it out
+    (`models--OWNER--NAME/snapshots/COMMIT/PATH`): one per file, from the snapshot `refs/main`
+    names when there is one, else the first. Snapshot paths are kept (links into `blobs/`):
+    a split model's parts are found beside each other there."""
+    if not _is_dir(root):
         return
-    for repo in sorted(info.repos, key=lambda r: r.repo_id):
-        if repo.repo_type != "model":
-            continue
-        for rev in sorted(repo.revisions, key=lambda r: r.commit_hash):
-            for f in sorted(rev.files, key=lambda f: f.file_name):
-                if f.file_name.lower().endswith(".gguf") and _is_model(f.file_path):
-                    rel = f.file_path.relative_to(rev.snapshot_path).as_posix()
-                    yield Found("hf", f"{repo.repo_id}/{rel}", f.file_path, f.file_name)
+    try:
+        repos = sorted(root.glob("models--*--*"))
+    except OSError:
+        return
+    for repo in repos:
+        repo_id = "/".join(repo.name.split("--")[1:3])
+        try:
+            main = (repo / "refs" / "main").read_text().strip()
+        except OSError:
+            main = ""
+        snaps = sorted((repo / "snapshots").glob("*"), key=lambda p: p.name != main) \
+            if _is_dir(repo / "snapshots") else []
+        seen: set[str] = set()
+        for snap in snaps:
+            try:
+                files = sorted(snap.rglob("*.gguf"))
+            except OSError:
+                continue
+            for f in files:
+                rel = f.relative_to(snap).as_posix()
+                if rel in seen or not f.exists() or not _is_model(f):
+                    continue  # a broken link: an interrupted download, or a deleted blob
+                seen.add(rel)
+                yield Found(source, f"{repo_id}/{rel}", f, f.name)
 
 
 def llama_cache(home: Path) -> Iterator[Found]:
     root = Path(os.environ.get("LLAMA_CACHE") or home / ".cache" / "llama.cpp").expanduser()
-    if root.is_dir():
-        for path in sorted(root.glob("*.gguf")):
-            if _is_model(path):
-                yield Found("llama.cpp", path.name, path, path.name)
+    if not _is_dir(root):
+        return
+    try:
+        flat = sorted(root.glob("*.gguf"))
+    except OSError:
+        flat = []
+    for path in flat:
+        if _is_model(path):
+            yield Found("llama.cpp", path.name, path, path.name)
+    # Newer llama.cpp keeps its downloads as the hub client does.
+    yield from _hub_layout(root, "llama.cpp")
 
 
 def _is_model(path: Path) -> bool:
     """A model's GGUF (a split model's first part), not a vision projector or a later part."""
     name = path.name.lower()
-    if name.startswith(("mmproj", "imatrix")) or name.endswith(".partial"):
+    if "mmproj" in name or "imatrix" in name or name.endswith(".partial"):
         return False
     m = SPLIT.match(path.name)
     return m is None or int(m.group("no")) == 1

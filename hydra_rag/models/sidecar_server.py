@@ -340,12 +340,14 @@ def _speed(llm: Any, role: str) -> dict[str, float]:
         for _ in range(3):
             llm.embed(_SPEED_TEXT, truncate=True)
         return {"tokens_per_s": round(3 * n / (time.perf_counter() - start), 1)}
-    prompt = _SPEED_TEXT + "\nCount from one to one hundred in words: one, two, three,"
+    text = _SPEED_TEXT + "\nCount from one to one hundred in words: one, two, three,"
+    # Within a small context (a model run with --context 256), room is left to write.
+    prompt = llm.tokenize(text.encode())[-max(llm.n_ctx() - 40, 16):]
     llm.reset()
     start = time.perf_counter()
     llm.create_completion(prompt, max_tokens=1, temperature=0.0)
     read = time.perf_counter() - start
-    n_prompt = len(llm.tokenize(prompt.encode()))
+    n_prompt = len(prompt)
     start = time.perf_counter()  # the prompt is cached now: this times the writing
     out = llm.create_completion(prompt, max_tokens=32, temperature=0.0)
     wrote = time.perf_counter() - start

@@ -88,13 +88,20 @@ def test_a_chat_model_pulled_by_name_answers_with_sources(hub_home: Path, corpus
     listed = json.loads(run_cli("models", "list", "--json").stdout)
     row = next(r for r in listed if r["id"] == entry["id"])
     assert row["installed"] and row["via"] == entry["via"] and row["size"] == smol.stat().st_size
-    # Asked for again, nothing is downloaded: the file is verified where it is.
+    # Asked for again, nothing is downloaded: the file is verified where it is; what the user
+    # changed in the entry stays.
+    doc = _catalog(hub_home)
+    doc["models"][0].update(context=2048, params={"temperature": 0.7})
+    (hub_home / "config" / "catalog.yaml").write_text(yaml.safe_dump(doc))
     with FakeHub({"test-org/SmolLM2-135M-Instruct-GGUF": repo}) as hub:
         proc = run_cli("models", "pull", "hf:test-org/SmolLM2-135M-Instruct-GGUF:Q4_1",
                        env={"HF_ENDPOINT": hub.url})
     assert proc.returncode == 0, proc.stderr
     assert "already here, verified" in proc.stderr and len(repo.files[
         "SmolLM2-135M-Instruct-Q4_1.gguf"].gets) == 1
+    again = _catalog(hub_home)["models"]
+    assert len(again) == 1 and again[0]["context"] == 2048
+    assert again[0]["params"] == {"temperature": 0.7}
     proc = run_cli("index", str(corpus))
     assert proc.returncode == 0, proc.stderr
     proc = run_cli("chat", "smollm2-135m-instruct-q4_1", "--rag", str(corpus), "--new", *FAST,
@@ -157,7 +164,7 @@ def test_a_wrong_checksum_is_never_registered(hub_home: Path) -> None:
     assert "does not match the hub" in proc.stderr and "nothing was registered" in proc.stderr
     assert _ids(hub_home, "models") == []
     folder = _models(hub_home) / "hf" / "test-org--smol-GGUF"
-    assert not list(folder.iterdir())
+    assert [p.name for p in folder.iterdir()] == [".lock"]
 
 
 def test_a_dropped_connection_resumes_and_so_does_an_interrupted_run(hub_home: Path) -> None:
@@ -217,7 +224,8 @@ def test_a_gated_repository_needs_a_token(hub_home: Path) -> None:
         assert "is gated" in proc.stderr and "HF_TOKEN" in proc.stderr
         assert f"{hub.url}/test-org/gated-GGUF" in proc.stderr
         assert _ids(hub_home, "models") == []
-        assert not list((_models(hub_home) / "hf" / "test-org--gated-GGUF").iterdir())
+        gated_dir = _models(hub_home) / "hf" / "test-org--gated-GGUF"
+        assert [p.name for p in gated_dir.iterdir()] == [".lock"]
         proc = run_cli("models", "pull", "hf:test-org/gated-GGUF",
                        env={"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_test_token"})
     assert proc.returncode == 0, proc.stderr
@@ -240,7 +248,8 @@ def test_files_llama_cpp_cannot_run_are_refused(hub_home: Path, tmp_path: Path) 
         assert proc.returncode != 0
         assert "llama.cpp could not load or run" in proc.stderr and "not registered" in proc.stderr
         # An embedder asked for as a chat model is named for what it is.
-        emb = FakeRepo({"minilm-Q8_0.gguf": FakeFile(_models(hub_home) / MINILM)})
+        # (kept in git, not LFS: verified by its git blob id)
+        emb = FakeRepo({"minilm-Q8_0.gguf": FakeFile(_models(hub_home) / MINILM, lfs=False)})
         hub.repos["test-org/minilm-GGUF"] = emb
         proc = run_cli("models", "pull", "hf:test-org/minilm-GGUF", env=env)
         assert proc.returncode != 0
@@ -366,7 +375,17 @@ def test_a_catalog_entry_with_an_hf_source_installs_from_the_hub_or_its_cache(
         installed = _models(hub_home) / "minilm-hub-Q8_0.gguf"
         assert installed.is_file() and not installed.is_symlink()
         assert [e["id"] for e in _catalog(hub_home)["embedders"]] == ["hub-minilm", "hub-split"]
-        # A split model's parts are named as llama.cpp finds them beside the entry's file.
+        # A split model's parts are named as llama.cpp finds them beside the entry's file. A
+        # pull cut short in its second part leaves the model not installed (the first part,
+        # which names it, comes last), and the next pull completes it.
+        second = repo.files[f"Q8_0/{split_minilm[1].name}"]
+        second.cut_at = 1 << 20
+        proc = run_cli("embedders", "pull", "hub-split", env=env)
+        assert proc.returncode != 0
+        listed = {r["id"]: r for r in json.loads(run_cli("embedders", "list", "--json").stdout)}
+        assert not listed["hub-split"]["installed"]
+        assert not (_models(hub_home) / "hub-split-00001-of-00002.gguf").exists()
+        second.cut_at = 0
         proc = run_cli("embedders", "pull", "hub-split", env=env)
         assert proc.returncode == 0, proc.stderr
         assert (_models(hub_home) / "hub-split-00002-of-00002.gguf").is_file()

@@ -35,7 +35,8 @@ def test_bad_hub_names_say_so(text: str) -> None:
 @pytest.mark.parametrize("name, quant", [
     ("qwen2.5-1.5b-instruct-q4_k_m.gguf", "Q4_K_M"),
     ("Llama-3.2-3B-Instruct-IQ3_XXS.gguf", "IQ3_XXS"),
-    ("bge-m3-FP16.gguf", "FP16"),
+    ("bge-m3-FP16.gguf", "F16"),
+    ("model-q4_k_m_imatrix.gguf", "Q4_K_M"),
     ("nomic-embed-text-v1.5.Q8_0.gguf", "Q8_0"),
     ("Qwen3-30B-A3B-UD-Q4_K_XL.gguf", "UD-Q4_K_XL"),
     ("qwen2.5-7b-instruct-q4_k_m-00001-of-00002.gguf", "Q4_K_M"),
@@ -54,6 +55,8 @@ REPO = {
     "m-Q2_K.gguf": 2000 * MiB,
     "m-F16.gguf": 14000 * MiB,
     "mmproj-m-f16.gguf": 600 * MiB,
+    "m-Q4_K_M-mmproj-f16.gguf": 600 * MiB,
+    "m-Q4_K_M.imatrix.gguf": 1 * MiB,
 }
 
 

@@ -12,6 +12,7 @@ does not match is deleted: it is never registered.
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,8 @@ def resolve(ref: HubRef) -> Repo:
     except (errors.HfHubHTTPError, httpx2.HTTPError, errors.OfflineModeIsEnabled,
             OSError) as exc:
         raise hub_error(exc, ref.repo, f"hf:{ref.repo}") from None
+    except ValueError as exc:  # the client's own check of a repository name
+        raise ModelError(f"hf:{ref.repo}: {exc}") from None
     files = {}
     for s in info.siblings or []:
         lfs = s.lfs
@@ -95,7 +98,9 @@ def resolve(ref: HubRef) -> Repo:
             lfs.sha256 if lfs else None, None if lfs else s.blob_id)
     if not info.sha:
         raise ModelError(f"hf:{ref.repo}: the hub did not say which commit it serves")
-    return Repo(ref.repo, info.sha, files, bool(info.gated))
+    # The hub's own spelling: names are matched without regard to case, and a renamed
+    # repository answers for its old name.
+    return Repo(info.id or ref.repo, info.sha, files, bool(info.gated))
 
 
 def verify(path: Path, want: HubFile) -> str:
@@ -133,10 +138,12 @@ def cached(repo: Repo, files: tuple[str, ...]) -> list[Path] | None:
 
 
 def fetch(repo: Repo, cand: Candidate, dest_dir: Path, say: Say,
-          names: tuple[str, ...] | None = None) -> list[Path]:
+          names: tuple[str, ...] | None = None, force: bool = False) -> list[Path]:
     """The candidate's files, verified: from the hub client's cache if all are there and
-    match, else downloaded into `dest_dir` (as `names`, default their own names)."""
-    in_cache = cached(repo, cand.files)
+    match (unless `force`), else downloaded into `dest_dir` (as `names`, default their paths in
+    the repository). A split model's first part is fetched last: until every part is here,
+    the model is not installed (its first part is what names it)."""
+    in_cache = None if force else cached(repo, cand.files)
     if in_cache is not None:
         bad = [f"{p}: {why}" for p, f in zip(in_cache, cand.files, strict=True)
                if (why := verify(p, repo.files[f]))]
@@ -145,39 +152,47 @@ def fetch(repo: Repo, cand: Candidate, dest_dir: Path, say: Say,
             return in_cache
         say("the Hugging Face cache's copy does not match the hub (" + "; ".join(bad)
             + "): downloading")
-    names = names or tuple(f.rsplit("/", 1)[-1] for f in cand.files)
-    return [download(repo, repo.files[f], dest_dir / n, say)
-            for f, n in zip(cand.files, names, strict=True)]
+    names = names or cand.files
+    pairs = list(zip(cand.files, names, strict=True))
+    got = {f: download(repo, repo.files[f], dest_dir / n, say, force)
+           for f, n in [*pairs[1:], pairs[0]]}
+    return [got[f] for f in cand.files]
 
 
-def download(repo: Repo, want: HubFile, dest: Path, say: Say) -> Path:
+def download(repo: Repo, want: HubFile, dest: Path, say: Say, force: bool = False) -> Path:
     """One file into `dest`, resuming `dest.partial`, verified against the hub."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".partial")
-    lock = dest.with_name(dest.name + ".lock")
-    with file_lock(lock, wait=0.0, label="hydra-rag pull") as held:
+    # One lock per folder, never removed (removing a lock file lets two holders in).
+    with file_lock(dest.parent / ".lock", wait=0.0, label="hydra-rag pull") as held:
         if not held:
-            raise ModelError(f"{dest.name} is being downloaded by another process "
-                             f"({dest.parent}); try again when it is done")
-        try:
-            if dest.is_file():
-                why = verify(dest, want)
-                if not why:
-                    say(f"{dest.name}: already here, verified ({dest})")
-                    return dest
+            raise ModelError(f"another hydra-rag is downloading into {dest.parent}; try again "
+                             "when it is done")
+        if dest.is_file():
+            why = "--force" if force else verify(dest, want)
+            if not why:
+                say(f"{dest.name}: already here, verified ({dest})")
+                return dest
+            if why != "--force":
                 say(f"{dest.name}: the copy here does not match the hub ({why}): fetching it "
                     "again")
-                dest.unlink()
+            dest.unlink()
+        resumed = partial.exists() and partial.stat().st_size > 0
+        _get(repo, want, partial, say)
+        why = verify(partial, want)
+        if why and resumed:
+            # Left by a run for another version of the file: start again, once.
+            say(f"{dest.name}: the part kept from an earlier run was of another version "
+                f"({why}); downloading it whole")
+            partial.unlink()
             _get(repo, want, partial, say)
             why = verify(partial, want)
-            if why:
-                partial.unlink(missing_ok=True)
-                raise ModelError(f"hf:{repo.id}/{want.path}: the download does not match the "
-                                 f"hub ({why}); it was deleted and nothing was registered")
-            partial.replace(dest)
-            return dest
-        finally:
-            lock.unlink(missing_ok=True)
+        if why:
+            partial.unlink(missing_ok=True)
+            raise ModelError(f"hf:{repo.id}/{want.path}: the download does not match the "
+                             f"hub ({why}); it was deleted and nothing was registered")
+        partial.replace(dest)
+        return dest
 
 
 def _get(repo: Repo, want: HubFile, partial: Path, say: Say) -> None:
@@ -190,6 +205,10 @@ def _get(repo: Repo, want: HubFile, partial: Path, say: Say) -> None:
     if have > want.size:  # not a prefix of this file: start again
         partial.unlink()
         have = 0
+    free = shutil.disk_usage(partial.parent).free
+    if want.size - have > free:
+        raise ModelError(f"hf:{repo.id}/{want.path} needs {_mib(want.size - have)} more and "
+                         f"{partial.parent} has {_mib(free)} free")
     if have:
         say(f"{want.path}: resuming at {have >> 20} of {want.size >> 20} MiB")
     else:

@@ -15,11 +15,11 @@ from hydra_rag.errors import UsageError
 from hydra_rag.models.gguf import SPLIT
 
 # A quantisation's name inside a file name: Q4_K_M, IQ3_XXS, Q8_0, F16, BF16, MXFP4, UD-Q4_K_XL…
-_QUANT = re.compile(r"(?<![A-Za-z0-9])((?:UD-)?I?Q\d(?:_[0-9A-Z]+)*|B?F16|F32|FP16|FP32|MXFP4)"
+_QUANT = re.compile(r"(?<![A-Za-z0-9])((?:UD-)?I?Q\d(?:_[0-9A-Z]{1,3})*|B?F16|F32|FP16|FP32|MXFP4)"
                     r"(?![A-Za-z0-9])", re.IGNORECASE)
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Weights of another kind that share a repository with the model.
-_NOT_MODELS = ("mmproj", "imatrix", "vocab-", "ggml-vocab")
+_NOT_MODELS = ("mmproj", "imatrix", "ggml-vocab-")
 
 # The quantisation pulled when none is named, best first: llama.cpp's and Ollama's default
 # for chat models; an embedder is small, and keeps the most of its quality at 8 bits.
@@ -97,7 +97,8 @@ def quant_of(filename: str) -> str:
     m = SPLIT.match(name)
     stem = m.group("prefix") if m else name.removesuffix(".gguf").removesuffix(".GGUF")
     found = _QUANT.findall(stem)
-    return found[-1].upper() if found else ""
+    quant = found[-1].upper() if found else ""
+    return {"FP16": "F16", "FP32": "F32"}.get(quant, quant)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def candidates(sizes: dict[str, int]) -> list[Candidate]:
     out: list[Candidate] = []
     for path, size in sorted(sizes.items()):
         name = path.rsplit("/", 1)[-1]
-        if not name.lower().endswith(".gguf") or name.lower().startswith(_NOT_MODELS):
+        if not name.lower().endswith(".gguf") or any(x in name.lower() for x in _NOT_MODELS):
             continue
         m = SPLIT.match(name)
         if m is None:
