@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from hydra_rag.models.install import sha256_of
+
 
 def split_gguf(src: Path, dest_dir: Path, prefix: str, parts: int) -> list[Path]:
     """Write the GGUF `src` as `parts` files, PREFIX-0000K-of-0000N.gguf, as llama.cpp's
@@ -61,14 +63,6 @@ class FakeRepo:
     files: dict[str, FakeFile]
     token: str = ""  # a gated repository: files need `Authorization: Bearer TOKEN`
     commit: str = "0123456789abcdef0123456789abcdef01234567"
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class FakeHub:

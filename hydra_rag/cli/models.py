@@ -116,7 +116,8 @@ def embedders_add(
     port: Annotated[int | None, typer.Option("--port", help="Preferred port (19080-19099).")] = None,
 ) -> None:
     """Register a local GGUF embedding model in the user's catalog."""
-    from hydra_rag.catalog import EMBED_PORTS, add_user_embedder, load_embedders
+    from hydra_rag.catalog import add_user_embedder
+    from hydra_rag.hub.register import free_port
 
     path = _gguf_file(file)
     if dims is None:
@@ -126,7 +127,7 @@ def embedders_add(
         if not dims:
             raise typer.BadParameter(f"{file} does not say its embedding length: give --dims")
     if port is None:
-        port = _free_port(load_embedders(), embedder_id, EMBED_PORTS)
+        port = free_port("embed", embedder_id)
     entry = {"id": embedder_id, "dims": dims, "pooling": pooling, "max_tokens": max_tokens,
              "kind": kind, "port": port, "path": str(path), "query_prefix": query_prefix,
              "document_prefix": document_prefix}
@@ -266,7 +267,8 @@ def rerankers_add(
         "--port", help="Preferred port (19100-19119).")] = None,
 ) -> None:
     """Register a local reranker GGUF in the user's catalog (then set `reranker` to its id)."""
-    from hydra_rag.catalog import RERANK_PORTS, add_user_entry, load_rerankers
+    from hydra_rag.catalog import add_user_entry
+    from hydra_rag.hub.register import free_port
 
     path = _gguf_file(file)
     fields = _gguf_fields(path)
@@ -283,7 +285,7 @@ def rerankers_add(
              "passage as the question's segment, which can cost much of its quality (our "
              "conversion, `convert: bert-q8_0` on its weights in the catalog, avoids this)")
     if port is None:
-        port = _free_port(load_rerankers(), reranker_id, RERANK_PORTS)
+        port = free_port("rerank", reranker_id)
     entry = {"id": reranker_id, "path": str(path), "max_tokens": max_tokens,
              "languages": [x.strip() for x in languages.split(",") if x.strip()], "port": port}
     add_user_entry("rerankers", entry)
@@ -294,22 +296,12 @@ def rerankers_add(
 
 def _gguf_fields(path: Path) -> dict[str, Any]:
     """A GGUF's scalar metadata (numbers and strings), by key."""
-    import gguf
+    from hydra_rag.models.gguf import NotGguf, header
 
     try:
-        reader = gguf.GGUFReader(str(path))
-    except Exception as exc:  # a truncated or damaged file
+        return header(path)
+    except (NotGguf, OSError) as exc:  # a truncated or damaged file
         raise HydraError(f"{path} cannot be read as GGUF ({exc})") from None
-    out: dict[str, Any] = {}
-    for name, f in reader.fields.items():
-        if len(f.data) != 1 or len(f.types) != 1:
-            continue  # arrays (the vocabulary): not needed here
-        part = f.parts[f.data[0]]
-        if f.types[0] == gguf.GGUFValueType.STRING:
-            out[name] = bytes(part).decode("utf-8", errors="replace")
-        else:
-            out[name] = part[0].item()
-    return out
 
 
 @models_app.command("add")
@@ -323,21 +315,16 @@ def models_add(
     port: Annotated[int | None, typer.Option("--port", help="Preferred port (18080-18099).")] = None,
 ) -> None:
     """Register a local GGUF chat model in the user's catalog."""
-    from hydra_rag.catalog import CHAT_PORTS, add_user_entry, load_models
+    from hydra_rag.catalog import add_user_entry
+    from hydra_rag.hub.register import free_port
 
     path = _gguf_file(file)
     if port is None:
-        port = _free_port(load_models(), model_id, CHAT_PORTS)
+        port = free_port("chat", model_id)
     entry = {"id": model_id, "path": str(path), "context": context, "chat_format": chat_format,
              "port": port}
     add_user_entry("models", entry)
     out.print(f"added {model_id} from {path}", markup=False, highlight=False)
-
-
-def _free_port(entries: dict[str, Any], entry_id: str, ports: range) -> int:
-    """The first port of `ports` no other catalog entry of the kind prefers (else the first)."""
-    used = {e.port for e in entries.values() if e.id != entry_id}
-    return next((p for p in ports if p not in used), ports.start)
 
 
 def _gguf_file(file: Path) -> Path:

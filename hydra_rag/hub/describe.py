@@ -24,7 +24,6 @@ ENCODERS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "j
 CHAT_CONTEXT = 8192
 # Chunks are a few hundred tokens; an embedder's batch (its context) need not be longer.
 EMBED_CONTEXT = 2048
-ROLES = ("chat", "embed", "rerank")
 ROLE_NAMES = {"chat": "a chat model", "embed": "an embedder", "rerank": "a reranker"}
 
 

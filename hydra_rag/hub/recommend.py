@@ -9,16 +9,13 @@ the memory available now.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from hydra_rag.hub.register import Entry, entries_of
+from hydra_rag.hub.register import Entry, entries_of, spec_for
 from hydra_rag.models.hf.refs import needs
 from hydra_rag.models.speeds import estimate, record, recorded, size_of
 
-Say = Callable[[str], None]
 # Usable: a chat model writes at least as fast as people read (~5 tokens/s); an embedder
 # indexes 10,000 chunks of 333 tokens within an hour (~925 tokens/s).
 CHAT_USABLE = 5.0
@@ -27,19 +24,9 @@ EMBED_USABLE = 925.0
 
 def measure(entry: Entry, role: str) -> dict[str, Any]:
     """Self-test `entry` with timing, record it and return what the self-test saw."""
-    from hydra_rag.config import load_settings
     from hydra_rag.models.sidecar import self_test
 
-    settings = load_settings()
-    if role == "chat":
-        from hydra_rag.models.chat import sidecar_spec as chat_spec
-
-        spec = chat_spec(entry, settings)  # type: ignore[arg-type]
-    else:
-        from hydra_rag.models.embed import sidecar_spec as embed_spec
-
-        spec = embed_spec(entry, settings)  # type: ignore[arg-type]
-    info = self_test(spec, speed=True)
+    info = self_test(spec_for(entry, role), speed=True)
     record(entry, role, info)
     return info
 
@@ -53,15 +40,9 @@ class Machine:
 
 
 def this_machine() -> Machine:
-    from hydra_rag.models.install import machine
+    from hydra_rag.models.install import machine, meminfo_mb
 
-    total = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                total = int(line.split()[1]) // 1024
-    except OSError:
-        pass
+    total = meminfo_mb("MemTotal")
     avail, gpu_seen = machine()
     gpu = ""
     if gpu_seen:

@@ -33,8 +33,8 @@ from hydra_rag.models.hf.refs import HubRef, candidates, choose, parse_ref, quan
 from hydra_rag.paths import dirs
 
 Say = Callable[[str], None]
+# The catalog section of each role, which is also its command (`hydra-rag models …`).
 SECTIONS = {"chat": "models", "embed": "embedders", "rerank": "rerankers"}
-COMMANDS = {"chat": "models", "embed": "embedders", "rerank": "rerankers"}
 _PORTS = {"chat": CHAT_PORTS, "embed": EMBED_PORTS, "rerank": RERANK_PORTS}
 Entry = ChatModel | Embedder | Reranker
 _PARSE: dict[str, Callable[[str, int, Any], Entry]] = {
@@ -100,7 +100,7 @@ def register(d: Described, role: str, model_id: str, via: str, say: Say,
     if d.role != role:
         raise ModelError(f"{d.path} is {ROLE_NAMES[d.role]}, not {ROLE_NAMES[role]} "
                          f"(architecture {d.architecture}, pooling {d.pooling or 'none'}): use "
-                         f"`hydra-rag {COMMANDS[d.role]} …`")
+                         f"`hydra-rag {SECTIONS[d.role]} …`")
     held = _owner(model_id)
     if held is not None and not _same(held[1], via, d.path):
         where = "shipped with hydra-rag" if held[1].origin == "shipped catalog.yaml" else \
@@ -122,26 +122,30 @@ def register(d: Described, role: str, model_id: str, via: str, say: Say,
     return Registered(parsed, d, held is not None)
 
 
-def _self_test(entry: Entry, role: str, say: Say) -> None:
+def spec_for(entry: Entry, role: str) -> Any:
+    """How the entry's sidecar runs (hydra_rag.models.sidecar.SidecarSpec), by role."""
     from hydra_rag.config import load_settings
-    from hydra_rag.models.sidecar import self_test
 
     settings = load_settings()
     if role == "chat":
         from hydra_rag.models.chat import sidecar_spec as chat_spec
 
-        spec = chat_spec(entry, settings)  # type: ignore[arg-type]
-    elif role == "embed":
+        return chat_spec(entry, settings)  # type: ignore[arg-type]
+    if role == "embed":
         from hydra_rag.models.embed import sidecar_spec as embed_spec
 
-        spec = embed_spec(entry, settings)  # type: ignore[arg-type]
-    else:
-        from hydra_rag.search.rerank import sidecar_spec as rerank_spec
+        return embed_spec(entry, settings)  # type: ignore[arg-type]
+    from hydra_rag.search.rerank import sidecar_spec as rerank_spec
 
-        spec = rerank_spec(entry, settings)  # type: ignore[arg-type]
+    return rerank_spec(entry, settings)  # type: ignore[arg-type]
+
+
+def _self_test(entry: Entry, role: str, say: Say) -> None:
+    from hydra_rag.models.sidecar import self_test
+
     say(f"{entry.id}: loading it in llama.cpp once (self-test)")
     try:
-        info = self_test(spec)
+        info = self_test(spec_for(entry, role))
     except SidecarError as exc:
         path = entry.model_path()
         raise ModelError(f"llama.cpp could not load or run {path}, so it was not registered "
@@ -204,15 +208,6 @@ def pull(name: str, role: str, say: Say, model_id: str | None = None,
         base = suggest_id(repo.id) + (f"-{cand.quant.lower()}" if cand.quant else "")
     mid = model_id or free_id(base, via, d.path)
     return register(d, role, mid, via, say, overrides)
-
-
-def register_file(path: Path, role: str | None, model_id: str | None, via: str, say: Say,
-                  overrides: dict[str, Any] | None = None, test: bool = True) -> Registered:
-    """Register a GGUF on disk (its role read from it unless given)."""
-    d = describe(path.expanduser().resolve() if not path.is_symlink() else path.absolute())
-    role = role or d.role
-    mid = model_id or free_id(suggest_id(path.name), via, d.path)
-    return register(d, role, mid, via, say, overrides, test)
 
 
 @dataclass(frozen=True)

@@ -190,15 +190,20 @@ def install_model(emb: Embedder | ChatModel | Reranker, say: Say, force: bool = 
     raise ModelError(f"could not install {emb.id!r}:\n  " + "\n  ".join(failures))
 
 
-def machine() -> tuple[int, bool]:
-    """(available memory in MiB, whether a GPU is visible)."""
-    avail = 0
+def meminfo_mb(key: str) -> int:
+    """A line of /proc/meminfo (MemTotal, MemAvailable…) in MiB; 0 where it cannot be read."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                avail = int(line.split()[1]) // 1024
+            if line.startswith(f"{key}:"):
+                return int(line.split()[1]) // 1024
     except OSError:
         pass
+    return 0
+
+
+def machine() -> tuple[int, bool]:
+    """(available memory in MiB, whether a GPU is visible)."""
+    avail = meminfo_mb("MemAvailable")
     gpu = Path("/dev/nvidia0").exists() or Path("/dev/kfd").exists() or bool(shutil.which("nvidia-smi"))
     return avail, gpu
 

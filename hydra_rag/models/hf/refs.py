@@ -39,11 +39,6 @@ class HubRef:
     quant: str | None = None
     file: str | None = None
 
-    def __str__(self) -> str:
-        rev = f"@{self.revision}" if self.revision else ""
-        tail = f"/{self.file}" if self.file else f":{self.quant}" if self.quant else ""
-        return f"hf:{self.repo}{rev}{tail}"
-
 
 def is_hub_name(name: str) -> bool:
     """Whether a model name on the command line names the hub rather than a catalog id."""
