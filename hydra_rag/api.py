@@ -283,4 +283,13 @@ def hit_json(rank: int, h: Any, query: str, names: dict[str, str]) -> dict[str, 
             **({"rerank": round(h.rerank, 4)} if h.rerank is not None else {}),
             # the lines shown as the reason it matched; weak: it does not bear on the query
             "matches": [m.number for m in matching_lines(h.text, h.line_start, query)],
-            "weak": weak(h, query)}
+            "weak": weak(h, query),
+            **({"signals": {n: round(v, 4) for n, v in h.signals.items()}} if h.signals else {})}
+
+
+def file_json(rank: int, f: Any, query: str, names: dict[str, str]) -> dict[str, Any]:
+    """One file of a file-level search (`search --files --json`, `group_by: file`): its
+    score and its best passages, each as `hit_json` shows a hit."""
+    return {"rank": rank, "path": f.path, "store": f.store, "store_name": names.get(f.store, ""),
+            "kind": f.kind, "score": round(f.score, 6),
+            "passages": [hit_json(i, h, query, names) for i, h in enumerate(f.passages, 1)]}

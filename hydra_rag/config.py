@@ -59,6 +59,17 @@ class Settings:
     # A query that names a symbol (`Session.send`, "where is X defined") gets the chunks of its
     # definitions first (hydra_rag.search.definitions)
     definitions: bool = True
+    # Ranking signals for code (hydra_rag.search.signals, central), each measured alone in
+    # bench/code_search.py: a question in words weighs the literal list less (rank_kind);
+    # tests, examples, benchmarks, vendored code and documentation come after the
+    # implementation unless asked for (rank_aside); the question's words in a file's path
+    # (rank_paths); how central a file is in the graph of uses (rank_central); a name inside a
+    # question brings its definition (rank_names).
+    rank_kind: bool = True
+    rank_aside: bool = True
+    rank_paths: bool = True
+    rank_central: bool = True
+    rank_names: bool = True
     rerank: bool = False  # reorder the first `rerank_top` fused candidates with `reranker`
     reranker: str = "ms-marco-minilm-l12"
     rerank_top: int = 20  # candidates the reranker reads per search (1-100)

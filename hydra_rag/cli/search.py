@@ -49,6 +49,10 @@ def _show(i: int, h: Any, query: str, label: str, explain: bool, link: str | Non
         sim = f"   cosine {h.similarity:.3f}" if h.similarity is not None else ""
         fused = f"   fused {h.score:.4f}" if h.rerank is not None else ""
         out.print(f"    ranks: {ranks}{sim}{fused}", markup=False, highlight=False)
+        if h.signals:
+            moved = ", ".join(f"{n} ×{v:.2f}" if n.startswith("aside:") else f"{n} +{v:.3f}"
+                              for n, v in sorted(h.signals.items()))
+            out.print(f"    signals: {moved}", markup=False, highlight=False)
     if h.section:
         out.print(f"    § {h.section}", style="dim", markup=False, highlight=False)
     lines = matching_lines(h.text, h.line_start, query)
@@ -177,19 +181,17 @@ def _vimgrep(hits: list[Any], query: str) -> None:
 
 def _files(searcher: Any, query: str, k: int, tables: tuple[str, ...], lists: tuple[str, ...],
            where: Any, as_json: bool, names: dict[str, str]) -> None:
-    """`search --files`: the first k files among all the ranked candidates."""
-    seen: dict[tuple[str, str], None] = {}
-    for h in searcher.fused(query, tables, methods=lists, where=where):
-        seen.setdefault((h.store, h.path))
-        if len(seen) == k:
-            break
+    """`search --files`: the k files most about the query, each ranked from all its candidate
+    chunks (hydra_rag.search.files); with --json, each with its best passages."""
+    found = searcher.files(query, k, tables, methods=lists, where=where)
     for w in searcher.warnings:
         say(f"warning: {w}")
     multi = len(searcher.stores) > 1
-    paths = [f"{names[s]}:{p}" if multi else p for s, p in seen]
+    paths = [f"{names[f.store]}:{f.path}" if multi else f.path for f in found]
     if as_json:
-        print_json({"query": query, "files": [{"store": s, "store_name": names.get(s, ""),
-                                               "path": p} for s, p in seen]})
+        print_json({"query": query, "files": [api.file_json(i, f, query, names)
+                                              for i, f in enumerate(found, 1)],
+                    "warnings": list(searcher.warnings)})
         return
     for p in paths:
         sys.stdout.write(p + "\n")

@@ -139,24 +139,56 @@ def first(stores: Sequence[Store], w: Wanted, hits: list[Hit], k: int | None,
                      and h.line_start <= e.name_line <= h.line_end), len(hits))
 
     found.sort(key=lambda se: (aside(se[1].path), searched(se), se[1].path.count("/")))
-    found = found[: k or 10]
-    # Each folder's chunks of the files concerned, in one query per folder.
-    chunks: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for store in dict.fromkeys(s for s, _ in found):
+    top = max((h.score for h in hits), default=1.0)
+    out = chunks(found[: k or 10], top, "definition", embedder)
+    seen = {h.id for h in out}
+    return out + [h for h in hits if h.id not in seen]
+
+
+def chunks(found: Sequence[tuple[Store, Entry]], score: float, rank: str,
+           embedder: Callable[[Store], str | None] = lambda _s: "") -> list[Hit]:
+    """The chunks holding these definitions, in their order, each once, as hits scored
+    `score` and ranked by the list `rank`."""
+    rows_of: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for store in dict.fromkeys(s for s, _ in found):  # one query per folder
         paths = sorted({e.path for s, e in found if s is store})
         for r in store.rows_for_paths("code", paths, _COLUMNS):
-            chunks.setdefault((id(store), r["path"]), []).append(r)
-    top = max((h.score for h in hits), default=1.0)
+            rows_of.setdefault((id(store), r["path"]), []).append(r)
     out: list[Hit] = []
     seen: set[str] = set()
     for store, e in found:
-        rows = chunks.get((id(store), e.path), [])
+        rows = rows_of.get((id(store), e.path), [])
         cid = holding(e, [(int(r["line_start"]), int(r["line_end"]), r["id"]) for r in rows])
         if cid is None or cid in seen:
             continue
         seen.add(cid)
         r = next(r for r in rows if r["id"] == cid)
         out.append(Hit(str(store.root), e.path, r["kind"], int(r["line_start"]),
-                       int(r["line_end"]), r["text"], top, {"definition": len(out) + 1},
+                       int(r["line_end"]), r["text"], score, {rank: len(out) + 1},
                        cid, section=r.get("section") or "", embedder=embedder(store) or ""))
-    return out + [h for h in hits if h.id not in seen]
+    return out
+
+
+_CAPITAL = re.compile(r"[A-Z][A-Za-z0-9]{2,}")
+NAMED_MAX = 3  # a name defined in more places than this leads to none of them
+
+
+def named_in(query: str) -> list[Wanted]:
+    """The names a query in words names (`what does build_request return`, "how is
+    `Style.parse` used", "what does the Segment class represent"): its code-like words and
+    backticked spans, and its capitalised words after the first, in their own case."""
+    from hydra_rag.search.fuse import literal_terms
+
+    if wanted(query) is not None:
+        return []  # a bare name: `first` puts its definitions first
+    out: list[Wanted] = []
+    words = [w.strip("`'\",.?!:;()") for w in query.split()[1:]]
+    for term in [*literal_terms(query), *(w for w in words if _CAPITAL.fullmatch(w))]:
+        m = BARE.fullmatch(term)
+        if m is None:
+            continue
+        parts = [p for p in _SEP.split(m["n"]) if p]
+        w = Wanted(parts[-1], ".".join(parts[:-1]), False)
+        if w not in out:
+            out.append(w)
+    return out

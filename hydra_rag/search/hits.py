@@ -29,3 +29,5 @@ class Hit:
     page_start: int = 0
     page_end: int = 0
     page_unit: str = ""
+    # The ranking signals that moved it (hydra_rag.search.signals): name → factor or addition
+    signals: dict[str, float] = field(default_factory=dict)

@@ -31,7 +31,7 @@ import asyncio
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,11 @@ from hydra_rag.documents import anchors, text_anchors
 from hydra_rag.errors import HydraError
 from hydra_rag.models.embed import EmbedClient, connect
 from hydra_rag.paths import INDEX_DIR
-from hydra_rag.search import definitions
+from hydra_rag.search import definitions, signals
+from hydra_rag.search.central import centrality
 from hydra_rag.search.definitions import wanted
 from hydra_rag.search.evidence import best_lines
+from hydra_rag.search.files import FileHit, distinct_spans, group
 from hydra_rag.search.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
     CANDIDATES,
     CODE_DENSE_WEIGHT,
@@ -73,6 +75,9 @@ FOLLOW_UP_WEIGHT = 0.5  # the lists of the previous question, searched along wit
 FUSIONS = ("score", "rrf")
 METHODS = ("vector", "bm25")
 LITERAL_LIMIT = 200  # chunks taken from one table's literal matches
+# Ranking signals' weights (hydra_rag.search.signals), measured on bench/code_search.py
+CENTRAL_WEIGHT = 0.1  # times a file's centrality (1.0 the most central), for a question
+NAME_WEIGHT = 0.5  # on the chunk that defines a name a question names
 
 
 class _Moved(Exception):
@@ -129,6 +134,11 @@ class _Lists:
                 self.similarity[key] = max(self.similarity.get(key, -1.0), value)
             out.append((key, value))
             self.where.setdefault(key, (store, found.rows, at))
+
+    def place(self, key: str) -> tuple[str, str, str]:
+        """A key's folder, path and kind, without reading the rest of its row."""
+        store, table, i = self.where[key]
+        return store, table.column("path")[i].as_py(), table.column("kind")[i].as_py()
 
     def row(self, key: str) -> dict[str, Any]:
         store, table, i = self.where[key]
@@ -200,6 +210,7 @@ class Searcher(TableQueries):
         self._cache = TableCache(settings.search_cache_mb * 2**20)
         self._docs: dict[str, tuple[Stamp, dict[str, dict[str, Any]]]] = {}
         self._kept: dict[tuple[str, Stamp, PathFilter], frozenset[str]] = {}
+        self._central: dict[str, tuple[Stamp, dict[str, float]]] = {}
         self._reranker: RerankClient | None = None
         if settings.rerank:
             check_top(settings.rerank_top)
@@ -403,6 +414,7 @@ class Searcher(TableQueries):
         if also and also.strip() and also.strip() != query:
             queries.append(also.strip())
         fusion = self.settings.fusion
+        question = signals.kind_of(queries[-1] if len(queries) > 1 else query)
         # The literal list is part of the default hybrid (score fusion of both methods) only:
         # `--mode vector|bm25` and RRF stay what they were.
         hybrid = "vector" in methods and "bm25" in methods
@@ -428,9 +440,12 @@ class Searcher(TableQueries):
             fused = rrf({name: [key for key, _ in items] for name, items in ranked.items()})
         elif fusion == "score":
 
+            literal = (signals.literal_weight(question, LITERAL_WEIGHT)
+                       if self.settings.rank_kind else LITERAL_WEIGHT)
+
             def weight(name: str, key: str) -> float:
                 if name == "literal":
-                    return LITERAL_WEIGHT
+                    return literal
                 if name.startswith("term:"):
                     return TERM_WEIGHT
                 follow_up = name.endswith("+context")
@@ -443,6 +458,9 @@ class Searcher(TableQueries):
         else:
             raise HydraError(f"unknown fusion {fusion!r} (setting `fusion`): use "
                              + " or ".join(FUSIONS))
+        moved: dict[str, dict[str, float]] = {}
+        if hybrid:
+            fused, moved = self._signals(question, fused, found, where)
         top = self.settings.rerank_top if self.settings.rerank else 0
         keep = None if k is None else max(k, top)
         hits = []
@@ -460,7 +478,10 @@ class Searcher(TableQueries):
                             r["id"], found.similarity.get(key), section=r.get("section") or "",
                             embedder=found.embedder.get(key, ""),
                             min_similarity=self._min_similarity(found.embedder.get(key, "")),
-                            page_start=first, page_end=last, page_unit=unit if first else ""))
+                            page_start=first, page_end=last, page_unit=unit if first else "",
+                            signals=moved.get(key, {})))
+        if hybrid and self.settings.rank_names and "code" in tables:
+            hits = self._names(query if len(queries) == 1 else queries[-1], hits)
         if top:
             # A follow-up is judged together with the question before it, as it was searched.
             hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)
@@ -472,7 +493,95 @@ class Searcher(TableQueries):
             hits = definitions.first(list(code), w, hits, k, code.get)
         if where is not None:  # the definitions too; and lists too long to filter in LanceDB
             hits = [h for h in hits if where.match(h.path, h.store)]
+        hits = distinct_spans(hits)  # neighbouring chunks' shared lines take one place
         return hits if k is None else hits[:k]
+
+    def files(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
+              candidates: int = CANDIDATES, also: str | None = None,
+              methods: Sequence[str] = METHODS, where: PathFilter | None = None
+              ) -> list[FileHit]:
+        """The top-k files for `query`, each scored from all its candidate chunks
+        (hydra_rag.search.files), with its best passages."""
+        return group(self.fused(query, tables, candidates, also, methods, None, where), k)
+
+    def _signals(self, q: signals.Question, fused: list[tuple[str, float, dict[str, int]]],
+                 found: _Lists, where: PathFilter | None
+                 ) -> tuple[list[tuple[str, float, dict[str, int]]], dict[str, dict[str, float]]]:
+        """The fused list re-scored by the ranking signals that are on, best first, and the
+        signals that moved each chunk (for --explain)."""
+        s = self.settings
+        on_aside = s.rank_aside and not (where is not None and where.globs)
+        on_paths = s.rank_paths
+        on_central = s.rank_central and q.kind == "question"
+        if not (on_aside or on_paths or on_central) or not fused:
+            return fused, {}
+        places = {key: found.place(key) for key, _, _ in fused}
+        code_folder = any(kind == "code" for _, _, kind in places.values())
+        central = self._centrality() if on_central else {}
+        out, moved = [], {}
+        for key, score, ranks in fused:
+            store, path, kind = places[key]
+            why: dict[str, float] = {}
+            if on_aside:
+                f = signals.aside(q, path, kind, code_folder)
+                if f != 1.0:
+                    why[f"aside:{signals.role(path, kind)}"] = f
+                    score *= f
+            if on_paths:
+                add = signals.PATH_WEIGHT * signals.path_share(q, path)
+                if add:
+                    why["path"] = add
+                    score += add
+            if on_central:
+                add = CENTRAL_WEIGHT * central.get((store, path), 0.0)
+                if add >= 0.005:
+                    why["central"] = add
+                    score += add
+            out.append((key, score, ranks))
+            if why:
+                moved[key] = why
+        out.sort(key=lambda t: (-t[1], t[0]))
+        return out, moved
+
+    def _centrality(self) -> dict[tuple[str, str], float]:
+        """(folder, path) → how central the file is in its folder (hydra_rag.search.central),
+        computed once per index run of each folder."""
+        out: dict[tuple[str, str], float] = {}
+        for store, _ in self.stores:
+            stamp = self._stamp(store)
+            have = self._central.get(str(store.root))
+            if have is None or have[0] != stamp:
+                try:
+                    have = (stamp, centrality(store.file_list.symbol_links()))
+                except HydraError:
+                    have = (stamp, {})
+                self._central[str(store.root)] = have
+            root = str(store.root)
+            out.update(((root, path), c) for path, c in have[1].items())
+        return out
+
+    def _names(self, query: str, hits: list[Hit]) -> list[Hit]:
+        """A question in words that names a symbol of the index (`what does build_request
+        return`) gets the chunk of its definition among its hits, NAME_WEIGHT higher."""
+        names = definitions.named_in(query)
+        if not names:
+            return hits
+        stores = [store for store, _ in self.stores]
+        found = []
+        for w in names:
+            defs = definitions.defined(stores, w)
+            if 0 < len(defs) <= definitions.NAMED_MAX:
+                found += defs
+        if not found:
+            return hits
+        by_id = {h.id: h for h in hits}
+        for d in definitions.chunks(found, 0.0, "name"):
+            h = by_id.get(d.id)
+            base = h if h is not None else d
+            by_id[d.id] = replace(base, score=base.score + NAME_WEIGHT,
+                                  ranks={**base.ranks, **d.ranks},
+                                  signals={**base.signals, "name": NAME_WEIGHT})
+        return sorted(by_id.values(), key=lambda h: -h.score)
 
     def _documents(self, root: str) -> dict[str, dict[str, Any]]:
         """A folder's documents.json (path → anchors), read again after an index run."""

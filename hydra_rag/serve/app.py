@@ -100,7 +100,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
         doc = await asyncio.to_thread(scope.search, q.get("query", q.get("q", "")), k,
                                       q.getlist("paths") or q.getlist("path") or None, q.get("tag"),
                                       q.get("mode", "hybrid"), q.getlist("glob") or None,
-                                      q.getlist("lang") or None)
+                                      q.getlist("lang") or None, q.get("group_by", "chunk"))
         return JSONResponse(doc)
 
     async def get(request: Request) -> Response:

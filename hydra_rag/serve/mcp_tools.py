@@ -57,8 +57,11 @@ def build(scope: Scope) -> Any:
             "'!tests/').")) ] = None,
         lang: Annotated[list[str] | None, Field(description=(
             "Only files in these languages (python, typescript, go, markdown…)."))] = None,
+        group_by: Annotated[str, Field(description=(
+            "chunk (default): passages; file: the k files most about the query, each with "
+            "its best passages, ranked from all of a file's evidence."))] = "chunk",
     ) -> dict[str, Any]:
-        return await run(lambda: scope.search(query, k, paths, tag, mode, glob, lang))
+        return await run(lambda: scope.search(query, k, paths, tag, mode, glob, lang, group_by))
 
     @server.tool(description=(
         "Read lines of an indexed file, to see the context around a search hit. path is as "

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag import api
-from hydra_rag.api import hit_json
+from hydra_rag.api import file_json, hit_json
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import store_names
 
 MODES = {"hybrid": ("vector", "bm25"), "vector": ("vector",), "bm25": ("bm25",)}
 MAX_K = 50
+GROUPS = ("chunk", "file")  # search results as passages, or as files with their best passages
 MAX_QUERY_CHARS = 2_000
 STATUS_PATHS = 50  # paths per list (added, changed…) a status answer carries
 
@@ -104,8 +105,10 @@ class Scope:
 
     def search(self, query: str, k: int = 10, paths: list[str] | None = None,
                tag: str | None = None, mode: str = "hybrid", glob: list[str] | None = None,
-               lang: list[str] | None = None) -> dict[str, Any]:
-        """Ranked passages: `{"query", "results": [...], "warnings": [...]}` as `search --json`."""
+               lang: list[str] | None = None, group_by: str = "chunk") -> dict[str, Any]:
+        """Ranked passages: `{"query", "results": [...], "warnings": [...]}` as `search --json`;
+        with `group_by="file"`, ranked files with their best passages (`search --files
+        --json`)."""
         query = (query or "").strip()
         if not query:
             raise UsageError("the query is empty")
@@ -115,16 +118,21 @@ class Scope:
             raise UsageError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         if not 1 <= k <= MAX_K:
             raise UsageError(f"k must be from 1 to {MAX_K}, not {k}")
+        if group_by not in GROUPS:
+            raise UsageError(f"group_by must be one of {', '.join(GROUPS)}, not {group_by!r}")
         from hydra_rag.search.paths import PathFilter
 
         where = PathFilter.of(glob, lang)
         roots = self.narrow(paths, tag)
         with self._searcher(roots) as searcher:
-            hits = searcher.search(query, k, methods=MODES[mode], where=where)
+            if group_by == "file":
+                files = searcher.files(query, k, methods=MODES[mode], where=where)
+                results = [file_json(i, f, query, self.names) for i, f in enumerate(files, 1)]
+            else:
+                hits = searcher.search(query, k, methods=MODES[mode], where=where)
+                results = [hit_json(i, h, query, self.names) for i, h in enumerate(hits, 1)]
             warnings = list(searcher.warnings)
-        return {"query": query, "results": [hit_json(i, h, query, self.names)
-                                            for i, h in enumerate(hits, 1)],
-                "warnings": warnings}
+        return {"query": query, "results": results, "warnings": warnings}
 
     # -- read ------------------------------------------------------------------------------
 

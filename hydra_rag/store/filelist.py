@@ -222,6 +222,11 @@ class FileList:
         with self._reading() as con:
             return [] if con is None else symtab.lookup(con, name, definitions=True)
 
+    def symbol_links(self) -> list[tuple[str, str, bool]]:
+        """Every (file, name, is a definition) of the symbol table."""
+        with self._reading() as con:
+            return [] if con is None else symtab.links(con)
+
     def references(self, name: str) -> list[symtab.Entry]:
         """Where a name is used."""
         with self._reading() as con:

@@ -122,3 +122,12 @@ def count(con: sqlite3.Connection) -> tuple[int, int]:
         return 0, 0
     rows = dict(con.execute("SELECT def, COUNT(*) FROM symbols GROUP BY def").fetchall())
     return rows.get(1, 0), rows.get(0, 0)
+
+
+def links(con: sqlite3.Connection) -> list[tuple[str, str, bool]]:
+    """Every (file, name, is a definition) of the table, for the graph of which file uses
+    names which file defines (hydra_rag.search.central)."""
+    if not has_table(con):
+        return []
+    return [(rel, name, bool(d)) for rel, name, d in
+            con.execute("SELECT DISTINCT rel, name, def FROM symbols")]

@@ -1,0 +1,138 @@
+"""The ranking signals for code, the file grouping and centrality: pure functions, tables of
+cases."""
+
+import pytest
+
+from hydra_rag.search import signals
+from hydra_rag.search.central import centrality
+from hydra_rag.search.definitions import Wanted, named_in
+from hydra_rag.search.files import distinct_spans, group
+from hydra_rag.search.hits import Hit
+
+
+@pytest.mark.parametrize(("query", "kind"), [
+    ("Session.send", "name"),
+    ("where is build_request defined", "name"),
+    ("src/auth/tokens.py", "path"),
+    ("tokens.py", "path"),
+    ("how does a sidecar pick its port", "question"),
+    ("where is the timeout enforced?", "question"),
+    ("code that parses the content-type charset", "words"),
+    ("what calls get_current_context", "question"),
+    ('"no secret key was set"', "phrase"),
+    ("No such file or directory: config.yaml", "phrase"),
+    ("X-Forwarded-For", "phrase"),
+    ("README.md", "path"),
+    ("os.path", "name"),
+    ("cannot reach the embedder", "words"),
+    ("--no-color", "phrase"),
+])
+def test_kind_of_a_query(query: str, kind: str) -> None:
+    assert signals.kind_of(query).kind == kind
+
+
+@pytest.mark.parametrize(("path", "kind", "role"), [
+    ("httpx/_client.py", "code", "code"),
+    ("tests/client/test_auth.py", "code", "test"),
+    ("command_test.go", "code", "test"),
+    ("src/v4/classic/tests/refine.test.ts", "code", "test"),
+    ("src/parser.spec.js", "code", "test"),
+    ("pkg/testdata/input.go", "code", "test"),
+    ("test_suite/run.rs", "code", "test"),
+    ("conftest.py", "code", "test"),
+    ("example/example.cpp", "code", "example"),
+    ("examples/basic.py", "code", "example"),
+    ("benches/parse.rs", "code", "bench"),
+    ("vendor/github.com/x/y.go", "code", "vendor"),
+    ("third_party/zlib/inflate.c", "code", "vendor"),
+    ("docs/api.md", "prose", "docs"),
+    ("README.md", "prose", "docs"),
+    ("docs/conf.py", "code", "docs"),
+    ("src/contest.py", "code", "code"),  # not a test for containing "test"
+    ("src/latest/attest.go", "code", "code"),
+])
+def test_role_of_a_path(path: str, kind: str, role: str) -> None:
+    assert signals.role(path, kind) == role
+
+
+def test_aside_puts_tests_and_docs_after_code_unless_asked() -> None:
+    q = signals.kind_of("how does the client retry a request")
+    assert signals.aside(q, "src/client.py", "code", True) == 1.0
+    assert signals.aside(q, "tests/test_client.py", "code", True) == signals.ASIDE
+    assert signals.aside(q, "README.md", "prose", True) == signals.DOCS
+    assert signals.aside(q, "README.md", "prose", False) == 1.0  # a folder of prose: no code
+    asked = signals.kind_of("where are the tests for retries")
+    assert "test" in asked.asks
+    assert signals.aside(asked, "tests/test_client.py", "code", True) == 1.0
+    docs = signals.kind_of("how do I install it, per the docs")
+    assert signals.aside(docs, "README.md", "prose", True) == 1.0
+    # an error message as copied may stand in a doc: not put aside
+    phrase = signals.kind_of('"connection pool is full"')
+    assert signals.aside(phrase, "docs/errors.md", "prose", True) == 1.0
+
+
+def test_path_share_counts_the_question_words_in_names() -> None:
+    q = signals.kind_of("how does the default transport open connections")
+    share = signals.path_share(q, "httpx/_transports/default.py")
+    assert share == pytest.approx(2 / len(q.terms))  # "default", "transport"
+    assert signals.path_share(q, "httpx/_models.py") == 0.0
+    camel = signals.kind_of("where are interceptors registered")
+    assert signals.path_share(camel, "lib/core/InterceptorManager.js") == pytest.approx(0.5)
+    assert signals.path_share(signals.kind_of('"interceptor"'), "lib/interceptor.js") == 0.0
+
+
+def test_literal_weighs_less_for_a_question_in_words() -> None:
+    assert signals.literal_weight(signals.kind_of("how does a sidecar pick its port"), 1.0) \
+        == signals.QUESTION_LITERAL
+    # plain words may be an error message as copied: the literal list keeps its weight
+    assert signals.literal_weight(signals.kind_of("cannot reach the embedder"), 1.0) == 1.0
+
+
+def test_names_inside_a_question() -> None:
+    assert named_in("what does build_request return") == [Wanted("build_request", "", False)]
+    assert named_in("how is `Style.parse` used") == [Wanted("parse", "Style", False)]
+    assert named_in("What does the Segment class represent?") == [Wanted("Segment", "", False)]
+    assert named_in("how does the client retry") == []
+    assert named_in("Session.send") == []  # a bare name: its definitions come first anyway
+
+
+def _hit(path: str, a: int, b: int, score: float, cid: str) -> Hit:
+    return Hit("/f", path, "code", a, b, "x", score, {}, cid)
+
+
+def test_overlapping_chunks_take_one_place() -> None:
+    hits = [_hit("a.py", 1, 40, 0.9, "1"), _hit("a.py", 38, 80, 0.8, "2"),
+            _hit("b.py", 1, 40, 0.7, "3"), _hit("a.py", 81, 120, 0.6, "4")]
+    assert [h.id for h in distinct_spans(hits)] == ["1", "3", "4"]
+
+
+def test_files_are_ranked_from_all_their_evidence() -> None:
+    hits = [_hit("one.py", 1, 10, 1.0, "1"), _hit("two.py", 1, 10, 0.95, "2"),
+            _hit("two.py", 20, 30, 0.9, "3"), _hit("one.py", 5, 12, 0.5, "4")]
+    files = group(hits, second=0.2)
+    # two.py: 0.95 + 0.2 · 0.9 beats one.py's single passage (its second overlaps the first)
+    assert [f.path for f in files] == ["two.py", "one.py"]
+    assert files[0].score == pytest.approx(0.95 + 0.2 * 0.9)
+    assert [h.id for h in files[0].passages] == ["2", "3"]
+    assert [f.path for f in group(hits, second=0.0)] == ["one.py", "two.py"]
+    assert len(group(hits, k=1)) == 1
+    # the hits' order is the authority (a reranker's): none counts more than the one before
+    reranked = [_hit("z.py", 1, 5, 0.1, "9"), *hits]
+    scores = {f.path: f.score for f in group(reranked)}
+    assert scores == pytest.approx({"z.py": 0.1, "one.py": 0.1, "two.py": 0.1 + 0.2 * 0.1})
+    # a name's definition stays first
+    definition = Hit("/f", "z.py", "code", 1, 5, "x", 0.1, {"definition": 1}, "9")
+    assert group([*hits, definition])[0].path == "z.py"
+
+
+def test_centrality_ranks_the_module_everyone_uses() -> None:
+    links = [("core.py", "Engine", True), ("core.py", "run", True),
+             ("a.py", "Engine", False), ("b.py", "Engine", False), ("c.py", "run", False),
+             ("a.py", "helper", True), ("b.py", "helper", False),
+             # a name defined in many files says nothing
+             *((f"m{i}.py", "new", True) for i in range(5)), ("c.py", "new", False)]
+    c = centrality(links)
+    assert c["core.py"] == 1.0
+    assert c["core.py"] > c["a.py"] > c["c.py"]
+    assert all(f"m{i}.py" not in c for i in range(5))
+    assert centrality([]) == {}
