@@ -10,10 +10,13 @@ tool, NDCG@10 over the ranked list of distinct files, and reported per language 
 of question, in one run:
 
 - `bm25`: BM25 alone;
-- `today`: the hybrid search with every ranking signal off, its files in the order of their
-  first chunk (what `search --files` did before the signals);
+- `release`: the search of the release before this work (RELEASE, checked out beside this one
+  with `git worktree`, its own index of a copy of each project, searched by its own CLI): the
+  files of its hybrid search in the order of their first chunk, as its `search --files` gave;
+- `today`: this release's index and hybrid search with every ranking signal off, files in the
+  order of their first chunk;
 - `default`: the default search's files (`search --files`: hydra_rag.search.files);
-- `-kind`, `-aside`, `-paths`, `-central`, `-names`: the default with one signal off, and
+- `-kind`, `-aside`, `-paths`, `-central`, `-names`, `-map`: the default with one signal off, and
   `chunks`: the default's chunk order, files in order of their first chunk (grouping off).
 
     python bench/code_search.py [--only httpx,cobra] [--variants default,today]
@@ -38,8 +41,10 @@ from retrieval_quality import paired
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "code_search"
-SIGNALS = ("rank_kind", "rank_aside", "rank_paths", "rank_central", "rank_names")
-VARIANTS = ["bm25", "today", "default", "chunks", *(f"-{s.removeprefix('rank_')}" for s in SIGNALS)]
+SIGNALS = ("rank_kind", "rank_aside", "rank_paths", "rank_central", "rank_names", "rank_map")
+RELEASE = "a921360"  # the last commit before issue 44's work
+VARIANTS = ["bm25", "release", "today", "default", "chunks",
+            *(f"-{s.removeprefix('rank_')}" for s in SIGNALS)]
 
 
 def load(name: str) -> list[dict]:  # type: ignore[type-arg]
@@ -58,6 +63,38 @@ def index(folder: Path) -> dict:  # type: ignore[type-arg]
     return report
 
 
+def release(name: str, questions: list[dict]  # type: ignore[type-arg]
+            ) -> tuple[list[list[str]], float]:
+    """The files RELEASE's own search ranks for each question, from its own index of a copy of
+    the project; and its index run's seconds."""
+    tree = HERE / ".work" / f"release-{RELEASE}"
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(HERE.parent), "worktree", "add", "--detach", str(tree),
+                        RELEASE], check=True, capture_output=True)
+    copy = code_corpora.WORK.with_name("code-release") / name
+    if not copy.exists():
+        import shutil
+
+        shutil.copytree(code_corpora.WORK / name, copy,
+                        ignore=shutil.ignore_patterns(".hydra-index"))
+    env = {**os.environ, "PYTHONPATH": str(tree), "HYDRA_RAG_WARM_MINUTES": "0"}
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "hydra_rag", "index", str(copy)], check=True,
+                   capture_output=True, env=env)
+    took = time.perf_counter() - t0
+    qfile = copy.parent / f"{name}.queries.jsonl"
+    qfile.write_text("".join(json.dumps({"_id": q["_id"], "text": q["text"]}) + "\n"
+                             for q in questions))
+    proc = subprocess.run([sys.executable, "-m", "hydra_rag", "search", "--queries", str(qfile),
+                           "--path", str(copy), "-k", "50"], check=True, capture_output=True,
+                          text=True, env=env)
+    out = []
+    for line in proc.stdout.splitlines():
+        paths = [r["path"] for r in json.loads(line)["results"]]
+        out.append(list(dict.fromkeys(paths))[:10])
+    return out, took
+
+
 def ranked_files(searcher, variant: str, text: str) -> list[str]:  # type: ignore[no-untyped-def]
     from hydra_rag.checks.metrics import distinct
 
@@ -72,7 +109,7 @@ def settings_for(variant: str):  # type: ignore[no-untyped-def]
     from hydra_rag.config import load_settings
 
     s = load_settings()
-    if variant in ("bm25", "today"):
+    if variant in ("bm25", "today", "release"):
         return replace(s, **dict.fromkeys(SIGNALS, False))
     if variant.startswith("-"):
         return replace(s, **{f"rank_{variant[1:]}": False})
@@ -108,6 +145,16 @@ def main() -> None:
               f"files, {chunks} chunks, {len(questions)} questions; index {report['wall_s']:.0f} s",
               flush=True)
         for variant in variants:
+            if variant == "release":
+                ranked_all, took = release(name, questions)
+                got = [ndcg_at(r, q["relevant"], 10) for r, q in zip(ranked_all, questions,
+                                                                       strict=True)]
+                for q, g in zip(questions, got, strict=True):
+                    kinds.setdefault((variant, q["kind"]), []).append(g)
+                scores[(variant, name)] = got
+                print(f"  {variant:9} NDCG@10 {statistics.mean(got):.3f}  (its index run "
+                      f"{took:.0f} s)", flush=True)
+                continue
             searcher = Searcher(folder, settings_for(variant))
             got = []
             for q in questions:
@@ -130,7 +177,8 @@ def main() -> None:
         per = [statistics.mean(scores[(v, p)]) for p in projects]
         line = f"{v:9} {statistics.mean(per):6.3f} " + " ".join(f"{x:10.3f}" for x in per)
         line += " " + " ".join(f"{statistics.mean(kinds[(v, k)]):12.3f}" for k in all_kinds)
-        print(line + f"  {statistics.median(times[v]) * 1000:9.0f}")
+        ms = f"{statistics.median(times[v]) * 1000:9.0f}" if v in times else f"{'-':>9}"
+        print(line + "  " + ms)
     if "default" in variants:
         base = [x for p in projects for x in scores[("default", p)]]
         for v in variants:

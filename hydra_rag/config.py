@@ -64,12 +64,14 @@ class Settings:
     # tests, examples, benchmarks, vendored code and documentation come after the
     # implementation unless asked for (rank_aside); the question's words in a file's path
     # (rank_paths); how central a file is in the graph of uses (rank_central); a name inside a
-    # question brings its definition (rank_names).
+    # question brings its definition (rank_names); the question's words in the names a file
+    # defines (rank_map).
     rank_kind: bool = True
     rank_aside: bool = True
     rank_paths: bool = True
-    rank_central: bool = True
+    rank_central: bool = False  # measured: no help on bench/code_search.py (BENCHMARKS.md)
     rank_names: bool = True
+    rank_map: bool = True
     rerank: bool = False  # reorder the first `rerank_top` fused candidates with `reranker`
     reranker: str = "ms-marco-minilm-l12"
     rerank_top: int = 20  # candidates the reranker reads per search (1-100)

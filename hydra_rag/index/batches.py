@@ -12,7 +12,7 @@ from hydra_rag.documents import SKIPS
 from hydra_rag.errors import HydraError
 from hydra_rag.index.prepare import Prepared
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
-from hydra_rag.read.chunk import with_context
+from hydra_rag.read.chunk import heading, with_context
 from hydra_rag.read.secrets import SECRET
 from hydra_rag.read.walk import OVERRIDABLE
 from hydra_rag.store.index_dir import TABLES, FileEntry, Store
@@ -208,7 +208,8 @@ class Batches:
                     ctx = ctx[: len(ctx) // 2].rsplit(" ", 1)[0]
                 embed_text[id(r)] = with_context(ctx, embed_text[id(r)])
                 # `lex` as reanalyse makes it: the whole section, even if the embedder got less
-                r["lex"] = analysis.document(with_context(ctx, with_context(r["section"], r["text"])))
+                head = heading(r["kind"], r["path"], r["section"])
+                r["lex"] = analysis.document(with_context(ctx, with_context(head, r["text"])))
                 if self.ctx.written != before and self.ctx.written % 25 == 0:
                     self.ctx.save()  # an interrupted run keeps what the model has written
                     self.progress(Progress("context", message=f"contextualized {self.ctx.written} "

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from hydra_rag.read.chunk import SECTION_SEP, chunk_text, with_context
+from hydra_rag.read.chunk import SECTION_SEP, chunk_text, heading, with_context
 from hydra_rag.read.source import Source
 from hydra_rag.read.symbols import Reference, Symbol, chunk_spans, language_of, parse
 from hydra_rag.read.walk import Candidate, mostly_long_lines
@@ -104,8 +104,10 @@ def prepare(cand: Candidate, src: Source, fits: Callable[[str], bool],
     symbols = symbols_of(cand.rel, text, kind)
     spans = chunk_spans(symbols[0])
     for ch in chunk_text(text, fits=fits, markup=src.markup, defs=spans):
-        embedded = with_section(ch.section, ch.text, fits)
-        cid = chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, ch.section)
+        section = ch.section or scope_of(symbols[0], ch.line_start, ch.line_end)
+        head = heading(kind, cand.rel, section)
+        embedded = with_section(head, ch.text, fits)
+        cid = chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, section)
         while cid in ids:  # equal pieces cut from one long line
             cid = text_hash(cid)
         ids.add(cid)
@@ -113,13 +115,27 @@ def prepare(cand: Candidate, src: Source, fits: Callable[[str], bool],
             "id": cid,
             "path": cand.rel, "kind": kind,
             "line_start": ch.line_start, "line_end": ch.line_end,
-            "hash": text_hash(embedded), "text": ch.text, "section": ch.section,
-            "lex": analyse(with_context(ch.section, ch.text)),
+            "hash": text_hash(embedded), "text": ch.text, "section": section,
+            "lex": analyse(with_context(head, ch.text)),
         })
         inputs.append(embedded)
     return Prepared(cand, kind, rows, document=text if keep_document else "", inputs=inputs,
                     long_lines=src.doc is None and mostly_long_lines(text), doc=src.doc,
                     digest=src.digest, symbols=symbols)
+
+
+def scope_of(defs: list[Symbol], first: int, last: int) -> str:
+    """The definition a code chunk stands in (`Client.send`): the innermost one holding its
+    first line, else the first one whose name is on its lines; "" when none."""
+    holding = [d for d in defs if d.line_start <= first <= d.line_end]
+    if holding:
+        d = min(holding, key=lambda d: d.line_end - d.line_start)
+    else:
+        named = [d for d in defs if first <= d.name_line <= last]
+        if not named:
+            return ""
+        d = min(named, key=lambda d: d.name_line)
+    return f"{d.scope}.{d.name}" if d.scope else d.name
 
 
 def symbols_of(rel: str, text: str, kind: str) -> tuple[list[Symbol], list[Reference]]:

@@ -319,7 +319,7 @@ class Run(Batches, State):
                 new.copy_table(live, t)
                 continue
             self.progress(Progress("reanalyse", message=f"re-analysing the {t} table"))
-            n = new.reanalyse(t, self._lex_for(a), a.fts_options(), source=live)
+            n = new.reanalyse(t, self._lex_for(a, t), a.fts_options(), source=live)
             was = (lexical.get(t) or {}).get("language")
             self.report.notes.append(
                 f"full-text index of {n} {t} chunks rebuilt for language {a.language}"

@@ -17,7 +17,7 @@ from hydra_rag.documents import EXTRACTOR_VERSION, OCR_FORMATS, format_of
 from hydra_rag.errors import HydraError, IndexError_
 from hydra_rag.index.contextualize import Contextualizer
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
-from hydra_rag.read.chunk import CHUNKER_VERSION, with_context
+from hydra_rag.read.chunk import CHUNKER_VERSION, heading, with_context
 from hydra_rag.read.classify import classify
 from hydra_rag.read.secrets import SECRET, holds_private_key
 from hydra_rag.read.source import digest_of, read_source, reader_for, recorded_secrets
@@ -252,14 +252,16 @@ class State:
         self.analysis = {"code": Analysis("en"), "prose": Analysis(self.prose_language)}
         self.report.languages = {t: a.language for t, a in self.analysis.items()}
 
-    def _lex_for(self, a: Analysis) -> Callable[[str, str, str], str]:
+    def _lex_for(self, a: Analysis, kind: str) -> Callable[[str, str, str], str]:
         """The `lex` of a stored chunk (text, path, section): its section before it, and its
         cached context when contextualized."""
         ctx = self.ctx
         if ctx is None:
-            return lambda text, path, section: a.document(with_context(section, text))
+            return lambda text, path, section: a.document(
+                with_context(heading(kind, path, section), text))
         return lambda text, path, section: a.document(
-            with_context(ctx.cached(path, text) or "", with_context(section, text)))
+            with_context(ctx.cached(path, text) or "",
+                         with_context(heading(kind, path, section), text)))
 
     def _files_from_tables(self) -> dict[str, FileEntry]:
         """Rebuild files.db from the rows: stat unknown, so every file is re-checked."""

@@ -24,7 +24,9 @@ from pathlib import PurePosixPath
 # 2: heading-aware breaks and sections
 # 3: code chunks start where a definition starts and end where one ends (hydra_rag.read.symbols)
 # 4: a section's tail is not run on into the next section (_section_start)
-CHUNKER_VERSION = 4
+# 5: a code chunk's section is the definition it stands in, and it is embedded and indexed
+#    under its file's path and that section (heading)
+CHUNKER_VERSION = 5
 TARGET = 1500
 OVERLAP = 200
 HARD = 3000
@@ -428,6 +430,20 @@ def chunk_text(
     lines = text.splitlines(keepends=True)
     return _Chunker(lines, markup, fits, defs).split(_units(lines, hard, min(target, hard)),
                                                      target, overlap)
+
+
+def heading(kind: str, path: str, section: str) -> str:
+    """What a chunk is embedded and full-text indexed under: a document's headings; for code,
+    its file's path and the definition it stands in (`httpx/_client.py › Client.send`), so
+    that the vector and BM25 of a chunk deep in a function know where it is. Names that are
+    only digits (`4471.py`) say nothing and are left out."""
+    if kind != "code":
+        return section
+    parts = [p for p in PurePosixPath(path).with_suffix("").parts if not p.isdigit()]
+    where = "/".join(parts)
+    if where and PurePosixPath(path).suffix and parts and parts[-1] == PurePosixPath(path).stem:
+        where += PurePosixPath(path).suffix
+    return SECTION_SEP.join(p for p in (where, section) if p)
 
 
 def with_context(context: str, text: str) -> str:

@@ -4,7 +4,8 @@ file scored from all its evidence, with its best passages. Pure, no I/O.
 A file's score is its best chunk's plus SECOND times its second best's: a file with two
 strong passages is more likely the one asked about than one with a single passage as strong,
 but a long file's many weak passages must not add up past a short file's decisive one (a sum
-would rank files by length). The files of a name's definitions stay first. Overlapping chunks of one file never take two places: a chunk
+would rank files by length). The files of a name's definitions stay first. Overlapping
+chunks of one file never take two places: a chunk
 whose lines overlap a better one's of the same file is not shown (`distinct_spans`).
 """
 
@@ -53,9 +54,10 @@ def distinct_spans(hits: Iterable[Hit]) -> list[Hit]:
     return kept
 
 
-def group(hits: Iterable[Hit], k: int | None = None, second: float = SECOND) -> list[FileHit]:
+def group(hits: Iterable[Hit], k: int | None = None, second: float | None = None) -> list[FileHit]:
     """The files of ranked hits, best first: each scored by its best chunk plus `second`
     times its second best, with its first PASSAGES non-overlapping passages."""
+    second = SECOND if second is None else second
     by_file: dict[tuple[str, str], list[tuple[float, Hit]]] = {}
     # The hits' order is the authority (a reranker's or the definitions' order is not their
     # fused scores'): each counts at most as much as the one before it.

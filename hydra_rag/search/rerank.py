@@ -26,7 +26,7 @@ from hydra_rag.errors import ConfigError, ModelError, SidecarError
 from hydra_rag.models.endpoint import Auth, JsonEndpoint, KeyEnv
 from hydra_rag.models.sidecar import SidecarSpec, ensure, restarter
 from hydra_rag.models.sidecar_key import SidecarKey
-from hydra_rag.read.chunk import with_context
+from hydra_rag.read.chunk import heading, with_context
 
 if TYPE_CHECKING:
     from hydra_rag.search.hits import Hit
@@ -111,6 +111,7 @@ def rerank(client: RerankClient, query: str, hits: Sequence[Hit], top: int) -> l
     the rest after them in their fused order."""
     head, tail = list(hits[:top]), list(hits[top:])
     # The reranker reads what the embedder read: the chunk under its section.
-    scores = client.scores(query, [with_context(h.section, h.text) for h in head])
+    scores = client.scores(query, [with_context(heading(h.kind, h.path, h.section), h.text)
+                                   for h in head])
     order = sorted(range(len(head)), key=lambda i: -scores[i])  # stable: ties keep fused order
     return [replace(head[i], rerank=scores[i]) for i in order] + tail

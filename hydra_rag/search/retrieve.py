@@ -45,6 +45,7 @@ from hydra_rag.search import definitions, signals
 from hydra_rag.search.central import centrality
 from hydra_rag.search.definitions import wanted
 from hydra_rag.search.evidence import best_lines
+from hydra_rag.search.filemap import FileMap
 from hydra_rag.search.files import FileHit, distinct_spans, group
 from hydra_rag.search.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
     CANDIDATES,
@@ -78,6 +79,7 @@ LITERAL_LIMIT = 200  # chunks taken from one table's literal matches
 # Ranking signals' weights (hydra_rag.search.signals), measured on bench/code_search.py
 CENTRAL_WEIGHT = 0.1  # times a file's centrality (1.0 the most central), for a question
 NAME_WEIGHT = 0.5  # on the chunk that defines a name a question names
+MAP_WEIGHT = 0.2  # times how well the names a file defines match a question (1.0 the best)
 
 
 class _Moved(Exception):
@@ -210,7 +212,7 @@ class Searcher(TableQueries):
         self._cache = TableCache(settings.search_cache_mb * 2**20)
         self._docs: dict[str, tuple[Stamp, dict[str, dict[str, Any]]]] = {}
         self._kept: dict[tuple[str, Stamp, PathFilter], frozenset[str]] = {}
-        self._central: dict[str, tuple[Stamp, dict[str, float]]] = {}
+        self._graph: dict[str, tuple[Stamp, dict[str, float], FileMap]] = {}
         self._reranker: RerankClient | None = None
         if settings.rerank:
             check_top(settings.rerank_top)
@@ -512,12 +514,15 @@ class Searcher(TableQueries):
         s = self.settings
         on_aside = s.rank_aside and not (where is not None and where.globs)
         on_paths = s.rank_paths
-        on_central = s.rank_central and q.kind == "question"
-        if not (on_aside or on_paths or on_central) or not fused:
+        words = q.kind in ("question", "words")
+        on_central = s.rank_central and words
+        on_map = s.rank_map and words
+        if not (on_aside or on_paths or on_central or on_map) or not fused:
             return fused, {}
         places = {key: found.place(key) for key, _, _ in fused}
         code_folder = any(kind == "code" for _, _, kind in places.values())
-        central = self._centrality() if on_central else {}
+        central, mapped = self._graphs(q.terms if on_map else ()) if on_central or on_map \
+            else ({}, {})
         out, moved = [], {}
         for key, score, ranks in fused:
             store, path, kind = places[key]
@@ -537,28 +542,39 @@ class Searcher(TableQueries):
                 if add >= 0.005:
                     why["central"] = add
                     score += add
+            if on_map:
+                add = MAP_WEIGHT * mapped.get((store, path), 0.0)
+                if add >= 0.005:
+                    why["map"] = add
+                    score += add
             out.append((key, score, ranks))
             if why:
                 moved[key] = why
         out.sort(key=lambda t: (-t[1], t[0]))
         return out, moved
 
-    def _centrality(self) -> dict[tuple[str, str], float]:
+    def _graphs(self, terms: Sequence[str]
+                ) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
         """(folder, path) → how central the file is in its folder (hydra_rag.search.central),
-        computed once per index run of each folder."""
-        out: dict[tuple[str, str], float] = {}
+        and → how well the names it defines match `terms` (hydra_rag.search.filemap); both
+        built once per index run of each folder, from its symbol table."""
+        central: dict[tuple[str, str], float] = {}
+        mapped: dict[tuple[str, str], float] = {}
         for store, _ in self.stores:
             stamp = self._stamp(store)
-            have = self._central.get(str(store.root))
+            root = str(store.root)
+            have = self._graph.get(root)
             if have is None or have[0] != stamp:
                 try:
-                    have = (stamp, centrality(store.file_list.symbol_links()))
+                    links = store.file_list.symbol_links()
                 except HydraError:
-                    have = (stamp, {})
-                self._central[str(store.root)] = have
-            root = str(store.root)
-            out.update(((root, path), c) for path, c in have[1].items())
-        return out
+                    links = []
+                have = (stamp, centrality(links), FileMap(links))
+                self._graph[root] = have
+            central.update(((root, path), c) for path, c in have[1].items())
+            if terms:
+                mapped.update(((root, path), c) for path, c in have[2].scores(terms).items())
+        return central, mapped
 
     def _names(self, query: str, hits: list[Hit]) -> list[Hit]:
         """A question in words that names a symbol of the index (`what does build_request

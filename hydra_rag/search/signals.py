@@ -31,7 +31,7 @@ from hydra_rag.search.evidence import STOPWORDS, _stem, query_terms
 
 # Measured on bench/code_search.py (six projects, six languages; BENCHMARKS.md): round values,
 # each the best of a coarse few on every language at once, not tuned per set.
-ASIDE = 0.5  # tests, examples, benchmarks, vendored code, for a question about code
+ASIDE = 0.3  # tests, examples, benchmarks, vendored code, for a question about code
 DOCS = 0.6  # documentation in a folder of code, for a question that does not ask for it
 PATH_WEIGHT = 0.2  # times the share of the question's words in the path
 QUESTION_LITERAL = 0.25  # the literal list's weight for a question in words (else 1.0)
