@@ -10,10 +10,10 @@ likely its file is the one a question is about:
   phrase (quoted, or with code's punctuation). A question is not answered by a page that
   merely repeats it, so its literal list weighs QUESTION_LITERAL; plain words may be an error
   message, whose verbatim copy is what was asked for.
-- `role`: implementation, test, example, benchmark, vendored copy or documentation. For a
-  question about code, tests, examples, benchmarks and vendored copies weigh ASIDE, and
-  documentation weighs DOCS when the folder holds code: the implementation first, unless the
-  question asks for them (`asked`).
+- `role`: implementation, test, example, benchmark, vendored copy, documentation or build and
+  configuration. For a question about code, tests, examples, benchmarks and vendored copies
+  weigh ASIDE, and documentation and build files weigh DOCS when the folder holds code: the
+  implementation first, unless the question asks for them (`asks`).
 - `path_share`: the share of the question's words that its file's and folders' names hold
   (`_transports/default.py` for "default transport"): PATH_WEIGHT times it is added.
 """
@@ -58,6 +58,12 @@ _ROLES = (
     ("bench", re.compile(r"(^|/)(bench|benches|benchmarks?)(/|$)|(^|/)bench(mark)?_[^/]*$|"
                          r"_bench(mark)?\.[A-Za-z0-9]+$", re.I)),
     ("docs", re.compile(r"(^|/)(docs?|documentation|site|man)(/|$)", re.I)),
+    # How it is built and configured, not how it works: a Makefile that quotes a question
+    # is not its answer.
+    ("config", re.compile(r"(^|/)(\.github|\.circleci|\.gitlab)(/|$)|(^|/)(GNUmakefile|"
+                          r"[Mm]akefile|CMakeLists\.txt|Dockerfile[^/]*|docker-compose[^/]*|"
+                          r"Containerfile|Justfile|Rakefile|meson\.build)$|"
+                          r"\.(mk|cmake|ya?ml|toml|json|ini|cfg|conf|lock|bazel|bzl)$")),
 )
 # Words of a question that ask for a role: then files of that role are not put aside.
 _ASKS = {role: frozenset(words.split()) for role, words in {
@@ -68,6 +74,9 @@ _ASKS = {role: frozenset(words.split()) for role, words in {
     "vendor": "vendor vendored third-party thirdparty",
     "docs": "doc docs documentation documented readme guide manual changelog license "
             "contributing faq install installation",
+    "config": "build builds make makefile cmake docker dockerfile container ci workflow "
+              "config configuration configure settings setting deploy deployment install "
+              "installation package packaging dependency dependencies",
 }.items()}
 
 
@@ -119,7 +128,7 @@ def _plain(q: str) -> bool:
 
 @cache
 def role(path: str, kind: str = "code") -> str:
-    """The part a file plays: vendor, test, example, bench, docs, or code (the
+    """The part a file plays: vendor, test, example, bench, docs, config, or code (the
     implementation). Prose outside those folders is docs too."""
     for name, pattern in _ROLES:
         if pattern.search(path):
@@ -140,7 +149,7 @@ def aside(q: Question, path: str, kind: str, code_folder: bool) -> float:
     r = role(path, kind)
     if r == "code" or r in q.asks or q.kind == "path":
         return 1.0
-    if r == "docs":
+    if r in ("docs", "config"):
         return DOCS if code_folder and q.kind != "phrase" else 1.0
     return ASIDE
 

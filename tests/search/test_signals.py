@@ -48,6 +48,10 @@ def test_kind_of_a_query(query: str, kind: str) -> None:
     ("docs/api.md", "prose", "docs"),
     ("README.md", "prose", "docs"),
     ("docs/conf.py", "code", "docs"),
+    ("Makefile", "code", "config"),
+    ("CMakeLists.txt", "code", "config"),
+    (".github/workflows/ci.yml", "code", "config"),
+    ("package.json", "code", "config"),
     ("src/contest.py", "code", "code"),  # not a test for containing "test"
     ("src/latest/attest.go", "code", "code"),
 ])

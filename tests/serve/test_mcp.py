@@ -48,7 +48,7 @@ def _data(result: Any) -> Any:
 
 def test_tools_answer_from_the_index(served: Path) -> None:
     tools, (found, lines, stores, status, defined, used, outline, bad_path, secret,
-            outside) = _call(
+            outside, by_file) = _call(
         ["--path", str(served)],
         [("search", {"query": "invalid api key", "k": 3}),
          ("get", {"path": "src/auth.py", "line_start": 6, "line_end": 7}),
@@ -59,7 +59,8 @@ def test_tools_answer_from_the_index(served: Path) -> None:
          ("outline", {"path": "src/auth.py"}),
          ("search", {"query": "x", "paths": ["/etc"]}),
          ("get", {"path": ".env"}),
-         ("get", {"path": "../../etc/hostname"})])
+         ("get", {"path": "../../etc/hostname"}),
+         ("search", {"query": "invalid api key", "k": 2, "group_by": "file"})])
     by_name = {t.name: t for t in tools.tools}
     assert set(by_name) == {"search", "get", "ask", "stores", "status", "definition",
                             "references", "outline"}
@@ -71,6 +72,9 @@ def test_tools_answer_from_the_index(served: Path) -> None:
     top = _data(found)["results"][0]
     assert top["path"] == "src/auth.py" and top["line_start"] >= 1 and not top["weak"]
     assert {"path", "line_start", "line_end", "section", "score", "text"} <= set(top)
+    files = _data(by_file)["results"]
+    assert files[0]["path"] == "src/auth.py" and files[0]["passages"][0]["path"] == "src/auth.py"
+    assert len({f["path"] for f in files}) == len(files) and "group_by" in schema["properties"]
     got = _data(lines)
     assert got["text"].splitlines() == ["def check_token(request):",
                                         '    """Reject requests whose API key header is missing '

@@ -405,6 +405,20 @@ def test_api_search_is_search_json(server: Server, folders: dict[str, Path],
     assert doc["results"] == cli["results"]  # the very same objects, scores and all
     assert doc["results"][0]["path"] == "docs/gardening.md" and len(doc["results"]) == 3
 
+    # files, each with its best passages, as `search --files --json` gives them
+    status, files = _json(server, "GET", "/api/search?q=how+often+to+water+tomatoes&k=2"
+                                         "&group_by=file")
+    proc = run_cli("search", query, "-k", "2", "--files", "--json", "--path",
+                   str(folders["garden"]), "--path", str(folders["desert"]),
+                   env={"HYDRA_RAG_HOME": str(served_home)})
+    assert status == 200 and proc.returncode == 0, proc.stderr
+    assert files["results"] == json.loads(proc.stdout)["files"]
+    assert files["results"][0]["path"] == "docs/gardening.md"
+    assert files["results"][0]["passages"][0]["path"] == "docs/gardening.md"
+    assert len({(r["store"], r["path"]) for r in files["results"]}) == len(files["results"])
+    status, err = _json(server, "GET", "/api/search?q=water&group_by=folder")
+    assert status == 400 and "group_by must be one of chunk, file" in err["error"]["message"]
+
     status, narrowed = _json(server, "GET", "/api/search?q=water&k=5&path=desert")
     assert status == 200 and {r["store_name"] for r in narrowed["results"]} == {"desert"}
     for bad, message in (("q=", "the query is empty"), ("q=x&k=0", "k must be from 1 to 50"),
