@@ -72,6 +72,9 @@ def release(name: str, questions: list[dict]  # type: ignore[type-arg]
         subprocess.run(["git", "-C", str(HERE.parent), "worktree", "add", "--detach", str(tree),
                         RELEASE], check=True, capture_output=True)
     copy = code_corpora.WORK.with_name("code-release") / name
+    if not (copy.parent / ".git").exists():  # this checkout's .gitignore would hide it
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "init", "-q", str(copy.parent)], check=True)
     if not copy.exists():
         import shutil
 
@@ -89,6 +92,8 @@ def release(name: str, questions: list[dict]  # type: ignore[type-arg]
                            "--path", str(copy), "-k", "50"], check=True, capture_output=True,
                           text=True, env=env)
     out = []
+    if not proc.stdout.strip():
+        sys.exit(f"{RELEASE}'s search of {copy} printed nothing:\n{proc.stderr[-2000:]}")
     for line in proc.stdout.splitlines():
         paths = [r["path"] for r in json.loads(line)["results"]]
         out.append(list(dict.fromkeys(paths))[:10])

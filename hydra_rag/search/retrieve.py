@@ -482,7 +482,7 @@ class Searcher(TableQueries):
                             min_similarity=self._min_similarity(found.embedder.get(key, "")),
                             page_start=first, page_end=last, page_unit=unit if first else "",
                             signals=moved.get(key, {})))
-        if hybrid and self.settings.rank_names and "code" in tables:
+        if hybrid and fusion == "score" and self.settings.rank_names and "code" in tables:
             hits = self._names(query if len(queries) == 1 else queries[-1], hits)
         if top:
             # A follow-up is judged together with the question before it, as it was searched.
@@ -513,10 +513,13 @@ class Searcher(TableQueries):
         signals that moved each chunk (for --explain)."""
         s = self.settings
         on_aside = s.rank_aside and not (where is not None and where.globs)
-        on_paths = s.rank_paths
+        # What is added is in units of score fusion's scores; RRF's are a hundred times
+        # smaller, so it gets the factors only.
+        adds = s.fusion == "score"
+        on_paths = s.rank_paths and adds
         words = q.kind in ("question", "words")
-        on_central = s.rank_central and words
-        on_map = s.rank_map and words
+        on_central = s.rank_central and words and adds
+        on_map = s.rank_map and words and adds
         if not (on_aside or on_paths or on_central or on_map) or not fused:
             return fused, {}
         places = {key: found.place(key) for key, _, _ in fused}
