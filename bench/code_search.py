@@ -82,15 +82,16 @@ def release(name: str, questions: list[dict]  # type: ignore[type-arg]
                         ignore=shutil.ignore_patterns(".hydra-index"))
     env = {**os.environ, "PYTHONPATH": str(tree), "HYDRA_RAG_WARM_MINUTES": "0"}
     t0 = time.perf_counter()
+    # Run from the release's tree: `python -m` puts the working folder first on the path.
     subprocess.run([sys.executable, "-m", "hydra_rag", "index", str(copy)], check=True,
-                   capture_output=True, env=env)
+                   capture_output=True, env=env, cwd=tree)
     took = time.perf_counter() - t0
     qfile = copy.parent / f"{name}.queries.jsonl"
     qfile.write_text("".join(json.dumps({"_id": q["_id"], "text": q["text"]}) + "\n"
                              for q in questions))
     proc = subprocess.run([sys.executable, "-m", "hydra_rag", "search", "--queries", str(qfile),
                            "--path", str(copy), "-k", "50"], check=True, capture_output=True,
-                          text=True, env=env)
+                          text=True, env=env, cwd=tree)
     out = []
     if not proc.stdout.strip():
         sys.exit(f"{RELEASE}'s search of {copy} printed nothing:\n{proc.stderr[-2000:]}")

@@ -4,9 +4,9 @@ file scored from all its evidence, with its best passages. Pure, no I/O.
 A file's score is its best chunk's plus SECOND times its second best's. A file with two strong
 passages might be likelier the one asked about than one with a single passage as strong, but
 measured it was not (SECOND), and a long file's many weak passages must never add up past a
-short file's decisive one (a sum would rank files by length). The files of a name's definitions stay first. Overlapping
-chunks of one file never take two places: a chunk
-whose lines overlap a better one's of the same file is not shown (`distinct_spans`).
+short file's decisive one (a sum would rank files by length). The files of a name's
+definitions stay first. Overlapping chunks of one file never take two places: a chunk whose
+lines overlap a better one's of the same file is not shown (`distinct_spans`).
 """
 
 from __future__ import annotations

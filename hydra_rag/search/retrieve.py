@@ -537,6 +537,8 @@ class Searcher(TableQueries):
                     score *= f
             if on_paths:
                 add = signals.PATH_WEIGHT * signals.path_share(q, path)
+                if signals.named_file(q, path):
+                    add += signals.PATH_NAMED
                 if add:
                     why["path"] = add
                     score += add

@@ -15,7 +15,8 @@ likely its file is the one a question is about:
   weigh ASIDE, and documentation and build files weigh DOCS when the folder holds code: the
   implementation first, unless the question asks for them (`asks`).
 - `path_share`: the share of the question's words that its file's and folders' names hold
-  (`_transports/default.py` for "default transport"): PATH_WEIGHT times it is added.
+  (`_transports/default.py` for "default transport"): PATH_WEIGHT times it is added; a path
+  query (`auth.py`, `src/auth/`) puts the files it names first (`named_file`: PATH_NAMED).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from hydra_rag.search.evidence import STOPWORDS, _stem, query_terms
 ASIDE = 0.3  # tests, examples, benchmarks, vendored code, for a question about code
 DOCS = 0.6  # documentation in a folder of code, for a question that does not ask for it
 PATH_WEIGHT = 0.2  # times the share of the question's words in the path
+PATH_NAMED = 1.0  # added to the chunks of a file a path query names: before every other file
 QUESTION_LITERAL = 0.25  # the literal list's weight for a question in words (else 1.0)
 
 KINDS = ("name", "path", "question", "words", "phrase")
@@ -87,6 +89,7 @@ class Question:
     kind: str
     asks: frozenset[str]
     terms: tuple[str, ...]
+    text: str = ""
 
 
 def kind_of(query: str) -> Question:
@@ -106,7 +109,7 @@ def kind_of(query: str) -> Question:
         kind = "words"
     else:
         kind = "phrase"
-    return Question(kind, asks, terms)
+    return Question(kind, asks, terms, q)
 
 
 def _asked(q: str) -> bool:
@@ -165,6 +168,17 @@ def path_stems(path: str) -> frozenset[str]:
             if len(word) > 1 and word.lower() not in STOPWORDS:
                 out.add(_stem(word))
     return frozenset(out)
+
+
+def named_file(q: Question, path: str) -> bool:
+    """Does a path query (`auth.py`, `src/auth/`) name this file: its path, or its end after
+    a `/`?"""
+    if q.kind != "path":
+        return False
+    want = q.text.replace("\\", "/").strip("/").lower()
+    p = path.lower()
+    return p == want or p.endswith("/" + want) or p.startswith(want + "/") \
+        or ("/" + want + "/") in ("/" + p)
 
 
 def path_share(q: Question, path: str) -> float:

@@ -85,6 +85,17 @@ def test_path_share_counts_the_question_words_in_names() -> None:
     assert signals.path_share(signals.kind_of('"interceptor"'), "lib/interceptor.js") == 0.0
 
 
+def test_a_path_query_names_its_files() -> None:
+    q = signals.kind_of("auth.py")
+    assert signals.named_file(q, "src/auth.py") and signals.named_file(q, "auth.py")
+    assert not signals.named_file(q, "src/oauth.py")
+    folder = signals.kind_of("src/net/")
+    assert signals.named_file(folder, "src/net/utils.py")
+    assert not signals.named_file(folder, "src/network/utils.py")
+    assert signals.named_file(signals.kind_of("net/utils.py"), "src/net/utils.py")
+    assert not signals.named_file(signals.kind_of("how does auth work"), "auth.py")
+
+
 def test_literal_weighs_less_for_a_question_in_words() -> None:
     assert signals.literal_weight(signals.kind_of("how does a sidecar pick its port"), 1.0) \
         == signals.QUESTION_LITERAL
@@ -122,7 +133,7 @@ def test_files_are_ranked_from_all_their_evidence() -> None:
     assert len(group(hits, k=1)) == 1
     # the hits' order is the authority (a reranker's): none counts more than the one before
     reranked = [_hit("z.py", 1, 5, 0.1, "9"), *hits]
-    scores = {f.path: f.score for f in group(reranked)}
+    scores = {f.path: f.score for f in group(reranked, second=0.2)}
     assert scores == pytest.approx({"z.py": 0.1, "one.py": 0.1, "two.py": 0.1 + 0.2 * 0.1})
     # a name's definition stays first
     definition = Hit("/f", "z.py", "code", 1, 5, "x", 0.1, {"definition": 1}, "9")
