@@ -94,6 +94,11 @@ def test_the_implementation_comes_before_tests_and_the_page_that_repeats_the_que
     assert proc.stdout.splitlines() == paths
 
 
+def test_a_path_query_finds_its_file(project: Path) -> None:
+    assert _files(project, "ports.py")[0]["path"] == "src/sidecars/ports.py"
+    assert _files(project, "tests/test_ports.py")[0]["path"] == "tests/test_ports.py"
+
+
 def test_tests_come_first_when_asked_for_or_globbed(project: Path) -> None:
     assert _files(project, "where are the tests for picking a sidecar port")[0]["path"] \
         == "tests/test_ports.py"

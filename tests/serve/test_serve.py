@@ -411,7 +411,7 @@ def test_api_search_is_search_json(server: Server, folders: dict[str, Path],
     proc = run_cli("search", query, "-k", "2", "--files", "--json", "--path",
                    str(folders["garden"]), "--path", str(folders["desert"]),
                    env={"HYDRA_RAG_HOME": str(served_home)})
-    assert status == 200 and proc.returncode == 0, proc.stderr
+    assert status == 200 and proc.returncode == 0, (files, proc.stderr)
     assert files["results"] == json.loads(proc.stdout)["files"]
     assert files["results"][0]["path"] == "docs/gardening.md"
     assert files["results"][0]["passages"][0]["path"] == "docs/gardening.md"
