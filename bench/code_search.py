@@ -16,8 +16,9 @@ of question, in one run:
 - `today`: this release's index and hybrid search with every ranking signal off, files in the
   order of their first chunk;
 - `default`: the default search's files (`search --files`: hydra_rag.search.files);
-- `-kind`, `-aside`, `-paths`, `-central`, `-names`, `-map`: the default with one signal off, and
-  `chunks`: the default's chunk order, files in order of their first chunk (grouping off).
+- `-kind`, `-aside`, `-paths`, `-names`: the default with one signal off; `+central`,
+  `+map`: with one that is off by default turned on; `chunks`: the default's chunk order,
+  files in order of their first chunk (grouping off).
 
     python bench/code_search.py [--only httpx,cobra] [--variants default,today]
 
@@ -43,8 +44,17 @@ HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "code_search"
 SIGNALS = ("rank_kind", "rank_aside", "rank_paths", "rank_central", "rank_names", "rank_map")
 RELEASE = "a921360"  # the last commit before issue 44's work
-VARIANTS = ["bm25", "release", "today", "default", "chunks",
-            *(f"-{s.removeprefix('rank_')}" for s in SIGNALS)]
+# One variant per signal: the default without it ("-paths"), or with it when it is off by
+# default ("+central").
+def _variants() -> list[str]:
+    from hydra_rag.config import Settings
+
+    return ["bm25", "release", "today", "default", "chunks",
+            *(f"{'-' if getattr(Settings, s) else '+'}{s.removeprefix('rank_')}"
+              for s in SIGNALS)]
+
+
+VARIANTS = _variants()
 
 
 def load(name: str) -> list[dict]:  # type: ignore[type-arg]
@@ -117,8 +127,8 @@ def settings_for(variant: str):  # type: ignore[no-untyped-def]
     s = load_settings()
     if variant in ("bm25", "today", "release"):
         return replace(s, **dict.fromkeys(SIGNALS, False))
-    if variant.startswith("-"):
-        return replace(s, **{f"rank_{variant[1:]}": False})
+    if variant[0] in "-+":
+        return replace(s, **{f"rank_{variant[1:]}": variant[0] == "+"})
     return s
 
 

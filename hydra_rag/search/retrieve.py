@@ -530,7 +530,12 @@ class Searcher(TableQueries):
         for key, score, ranks in fused:
             store, path, kind = places[key]
             why: dict[str, float] = {}
-            if on_aside:
+            # A chunk that holds what was typed verbatim (the literal or a rare name's list)
+            # is what was asked for, wherever it lives: a string copied from a test is looked
+            # for in the test. Not a question's verbatim copy, which only repeats it.
+            verbatim = any(n.startswith("term:") or n == "literal" and q.kind != "question"
+                           for n in ranks)
+            if on_aside and not verbatim:
                 f = signals.aside(q, path, kind, code_folder)
                 if f != 1.0:
                     why[f"aside:{signals.role(path, kind)}"] = f
