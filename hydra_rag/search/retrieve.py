@@ -31,7 +31,7 @@ import asyncio
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,9 @@ from hydra_rag.documents import anchors, text_anchors
 from hydra_rag.errors import HydraError
 from hydra_rag.models.embed import EmbedClient, connect
 from hydra_rag.paths import INDEX_DIR
-from hydra_rag.search import definitions, signals
-from hydra_rag.search.central import centrality
+from hydra_rag.search import definitions, rescore, signals
 from hydra_rag.search.definitions import wanted
 from hydra_rag.search.evidence import best_lines
-from hydra_rag.search.filemap import FileMap
 from hydra_rag.search.files import FileHit, distinct_spans, group
 from hydra_rag.search.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
     CANDIDATES,
@@ -76,10 +74,6 @@ FOLLOW_UP_WEIGHT = 0.5  # the lists of the previous question, searched along wit
 FUSIONS = ("score", "rrf")
 METHODS = ("vector", "bm25")
 LITERAL_LIMIT = 200  # chunks taken from one table's literal matches
-# Ranking signals' weights (hydra_rag.search.signals), measured on bench/code_search.py
-CENTRAL_WEIGHT = 0.1  # times a file's centrality (1.0 the most central), for a question
-NAME_WEIGHT = 0.5  # on the chunk that defines a name a question names
-MAP_WEIGHT = 0.2  # times how well the names a file defines match a question (1.0 the best)
 
 
 class _Moved(Exception):
@@ -212,7 +206,7 @@ class Searcher(TableQueries):
         self._cache = TableCache(settings.search_cache_mb * 2**20)
         self._docs: dict[str, tuple[Stamp, dict[str, dict[str, Any]]]] = {}
         self._kept: dict[tuple[str, Stamp, PathFilter], frozenset[str]] = {}
-        self._graph: dict[str, tuple[Stamp, dict[str, float], FileMap]] = {}
+        self._graphs = rescore.Graphs()
         self._reranker: RerankClient | None = None
         if settings.rerank:
             check_top(settings.rerank_top)
@@ -483,7 +477,8 @@ class Searcher(TableQueries):
                             page_start=first, page_end=last, page_unit=unit if first else "",
                             signals=moved.get(key, {})))
         if hybrid and fusion == "score" and self.settings.rank_names and "code" in tables:
-            hits = self._names(query if len(queries) == 1 else queries[-1], hits)
+            hits = rescore.with_names(query if len(queries) == 1 else queries[-1], hits,
+                                      [store for store, _ in self.stores])
         if top:
             # A follow-up is judged together with the question before it, as it was searched.
             hits = self._rerank(queries[-1] if len(queries) > 1 else query, hits, top)
@@ -509,105 +504,10 @@ class Searcher(TableQueries):
     def _signals(self, q: signals.Question, fused: list[tuple[str, float, dict[str, int]]],
                  found: _Lists, where: PathFilter | None
                  ) -> tuple[list[tuple[str, float, dict[str, int]]], dict[str, dict[str, float]]]:
-        """The fused list re-scored by the ranking signals that are on, best first, and the
-        signals that moved each chunk (for --explain)."""
-        s = self.settings
-        on_aside = s.rank_aside and not (where is not None and where.globs)
-        # What is added is in units of score fusion's scores; RRF's are a hundred times
-        # smaller, so it gets the factors only.
-        adds = s.fusion == "score"
-        on_paths = s.rank_paths and adds
-        words = q.kind in ("question", "words")
-        on_central = s.rank_central and words and adds
-        on_map = s.rank_map and words and adds
-        if not (on_aside or on_paths or on_central or on_map) or not fused:
-            return fused, {}
-        places = {key: found.place(key) for key, _, _ in fused}
-        code_folder = any(kind == "code" for _, _, kind in places.values())
-        central, mapped = self._graphs(q.terms if on_map else ()) if on_central or on_map \
-            else ({}, {})
-        out, moved = [], {}
-        for key, score, ranks in fused:
-            store, path, kind = places[key]
-            why: dict[str, float] = {}
-            # A chunk that holds what was typed verbatim (the literal or a rare name's list)
-            # is what was asked for, wherever it lives: a string copied from a test is looked
-            # for in the test. Not a question's verbatim copy, which only repeats it.
-            verbatim = any(n.startswith("term:") or n == "literal" and q.kind != "question"
-                           for n in ranks)
-            if on_aside and not verbatim:
-                f = signals.aside(q, path, kind, code_folder)
-                if f != 1.0:
-                    why[f"aside:{signals.role(path, kind)}"] = f
-                    score *= f
-            if on_paths:
-                add = signals.PATH_WEIGHT * signals.path_share(q, path)
-                if signals.named_file(q, path):
-                    add += signals.PATH_NAMED
-                if add:
-                    why["path"] = add
-                    score += add
-            if on_central:
-                add = CENTRAL_WEIGHT * central.get((store, path), 0.0)
-                if add >= 0.005:
-                    why["central"] = add
-                    score += add
-            if on_map:
-                add = MAP_WEIGHT * mapped.get((store, path), 0.0)
-                if add >= 0.005:
-                    why["map"] = add
-                    score += add
-            out.append((key, score, ranks))
-            if why:
-                moved[key] = why
-        out.sort(key=lambda t: (-t[1], t[0]))
-        return out, moved
-
-    def _graphs(self, terms: Sequence[str]
-                ) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
-        """(folder, path) → how central the file is in its folder (hydra_rag.search.central),
-        and → how well the names it defines match `terms` (hydra_rag.search.filemap); both
-        built once per index run of each folder, from its symbol table."""
-        central: dict[tuple[str, str], float] = {}
-        mapped: dict[tuple[str, str], float] = {}
-        for store, _ in self.stores:
-            stamp = self._stamp(store)
-            root = str(store.root)
-            have = self._graph.get(root)
-            if have is None or have[0] != stamp:
-                try:
-                    links = store.file_list.symbol_links()
-                except HydraError:
-                    links = []
-                have = (stamp, centrality(links), FileMap(links))
-                self._graph[root] = have
-            central.update(((root, path), c) for path, c in have[1].items())
-            if terms:
-                mapped.update(((root, path), c) for path, c in have[2].scores(terms).items())
-        return central, mapped
-
-    def _names(self, query: str, hits: list[Hit]) -> list[Hit]:
-        """A question in words that names a symbol of the index (`what does build_request
-        return`) gets the chunk of its definition among its hits, NAME_WEIGHT higher."""
-        names = definitions.named_in(query)
-        if not names:
-            return hits
-        stores = [store for store, _ in self.stores]
-        found = []
-        for w in names:
-            defs = definitions.defined(stores, w)
-            if 0 < len(defs) <= definitions.NAMED_MAX:
-                found += defs
-        if not found:
-            return hits
-        by_id = {h.id: h for h in hits}
-        for d in definitions.chunks(found, 0.0, "name"):
-            h = by_id.get(d.id)
-            base = h if h is not None else d
-            by_id[d.id] = replace(base, score=base.score + NAME_WEIGHT,
-                                  ranks={**base.ranks, **d.ranks},
-                                  signals={**base.signals, "name": NAME_WEIGHT})
-        return sorted(by_id.values(), key=lambda h: -h.score)
+        """The fused list re-scored by the ranking signals that are on (hydra_rag.search.
+        rescore), best first, and the signals that moved each chunk."""
+        stores = [(store, self._stamp(store)) for store, _ in self.stores]
+        return rescore.rescore(q, fused, found.place, self.settings, where, self._graphs, stores)
 
     def _documents(self, root: str) -> dict[str, dict[str, Any]]:
         """A folder's documents.json (path → anchors), read again after an index run."""
