@@ -439,11 +439,11 @@ def heading(kind: str, path: str, section: str) -> str:
     only digits (`4471.py`) say nothing and are left out."""
     if kind != "code":
         return section
-    parts = [p for p in PurePosixPath(path).with_suffix("").parts if not p.isdigit()]
-    where = "/".join(parts)
-    if where and PurePosixPath(path).suffix and parts and parts[-1] == PurePosixPath(path).stem:
-        where += PurePosixPath(path).suffix
-    return SECTION_SEP.join(p for p in (where, section) if p)
+    p = PurePosixPath(path)
+    parts = [d for d in p.parent.parts if not d.isdigit()]
+    if not p.stem.isdigit():
+        parts.append(p.name)
+    return SECTION_SEP.join(x for x in ("/".join(parts), section) if x)
 
 
 def with_context(context: str, text: str) -> str:

@@ -32,10 +32,6 @@ class FileHit:
     score: float
     passages: list[Hit] = field(default_factory=list)
 
-    @property
-    def signals(self) -> dict[str, float]:
-        return self.passages[0].signals if self.passages else {}
-
 
 def _overlaps(a: Hit, b: Hit) -> bool:
     return a.store == b.store and a.path == b.path and a.line_start <= b.line_end \

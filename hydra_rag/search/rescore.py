@@ -30,16 +30,17 @@ class Graphs:
     """Per folder, built once per index run from its symbol table: how central each file is
     (hydra_rag.search.central) and the map of the names files define (filemap)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stamp: Callable[[Store], Any]) -> None:
+        self._stamp = stamp  # what a folder's graphs are valid for (its index run)
         self._have: dict[str, tuple[Any, dict[str, float], FileMap]] = {}
 
-    def of(self, stores: Sequence[tuple[Store, Any]], terms: Sequence[str]
+    def of(self, stores: Sequence[Store], terms: Sequence[str]
            ) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
-        """(folder, path) → centrality, and → how well its names match `terms`; `stores`
-        holds each folder with the stamp its caches are valid for."""
+        """(folder, path) → centrality, and → how well its names match `terms`."""
         central: dict[tuple[str, str], float] = {}
         mapped: dict[tuple[str, str], float] = {}
-        for store, stamp in stores:
+        for store in stores:
+            stamp = self._stamp(store)
             root = str(store.root)
             have = self._have.get(root)
             if have is None or have[0] != stamp:
@@ -56,7 +57,7 @@ class Graphs:
 
 
 def rescore(q: signals.Question, fused: Fused, place: Place, settings: Any,
-            where: PathFilter | None, graphs: Graphs, stores: Sequence[tuple[Store, Any]]
+            where: PathFilter | None, graphs: Graphs, stores: Sequence[Store]
             ) -> tuple[Fused, dict[str, dict[str, float]]]:
     """The fused list re-scored by the signals that are on, best first, and the signals that
     moved each chunk (for --explain)."""

@@ -206,7 +206,7 @@ class Searcher(TableQueries):
         self._cache = TableCache(settings.search_cache_mb * 2**20)
         self._docs: dict[str, tuple[Stamp, dict[str, dict[str, Any]]]] = {}
         self._kept: dict[tuple[str, Stamp, PathFilter], frozenset[str]] = {}
-        self._graphs = rescore.Graphs()
+        self._graphs = rescore.Graphs(self._stamp)
         self._reranker: RerankClient | None = None
         if settings.rerank:
             check_top(settings.rerank_top)
@@ -506,8 +506,8 @@ class Searcher(TableQueries):
                  ) -> tuple[list[tuple[str, float, dict[str, int]]], dict[str, dict[str, float]]]:
         """The fused list re-scored by the ranking signals that are on (hydra_rag.search.
         rescore), best first, and the signals that moved each chunk."""
-        stores = [(store, self._stamp(store)) for store, _ in self.stores]
-        return rescore.rescore(q, fused, found.place, self.settings, where, self._graphs, stores)
+        return rescore.rescore(q, fused, found.place, self.settings, where, self._graphs,
+                               [store for store, _ in self.stores])
 
     def _documents(self, root: str) -> dict[str, dict[str, Any]]:
         """A folder's documents.json (path → anchors), read again after an index run."""
