@@ -78,6 +78,12 @@ class Settings:
     # Prompt tokens the retrieved passages may take in a chat turn; each is narrowed to the
     # lines around its best matches (0: whole chunks). See hydra_rag.answer.budget.
     context_tokens: int = 600
+    # The share of context_tokens the best passage (and a definition the question names) may
+    # take before the others share the rest; 0: all passages share it equally.
+    context_lead: float = 0.0
+    # Each narrowed passage keeps the line that opens the definition its lines stand in, and
+    # the first line of that definition's docstring or comment.
+    context_heads: bool = False
     # How a follow-up ("where is it defined?") is searched: "carry" puts the subject of the
     # question before it into the query; "off" searches it as typed (with the question before).
     follow_up: str = "carry"
@@ -183,6 +189,9 @@ def _check_answering(settings: Settings) -> None:
     if settings.follow_up not in FOLLOW_UPS:
         raise ConfigError(f"follow_up must be one of {', '.join(FOLLOW_UPS)}, "
                           f"not {settings.follow_up!r}")
+    if not 0.0 <= settings.context_lead < 1.0:
+        raise ConfigError(f"context_lead must be a share from 0 up to (not including) 1, "
+                          f"not {settings.context_lead}")
     if settings.context_tokens < 0:
         raise ConfigError(f"context_tokens must be 0 (whole chunks) or more, "
                           f"not {settings.context_tokens}")

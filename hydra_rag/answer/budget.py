@@ -13,6 +13,7 @@ budget is spent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -33,9 +34,11 @@ def entry_cost(s: Source, count: Callable[[str], int]) -> int:
     return count(f"[{s.n}] {s.label}\n{neutralise(head + s.text)}") + 2
 
 
-def windows(source: Source, query: str, count: Callable[[str], int], cap: int) -> list[Source]:
+def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
+            heads: bool = False) -> list[Source]:
     """The chunk as entries of at most `cap` tokens in all, around the lines that best match
-    `query` (the whole chunk when it fits already), in file order."""
+    `query` (the whole chunk when it fits already), in file order. With `heads`, the best
+    window keeps the lines that say what it stands in (head_lines), as it fits."""
     if entry_cost(source, count) <= cap:
         return [source]
     lines = source.text.splitlines()
@@ -59,8 +62,11 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int) -
     def span_cost(lo: int, hi: int) -> int:
         return sum(cost[lo:hi + 1])
 
-    for i in ranked:
-        lo, hi = max(0, i - AROUND), min(len(lines) - 1, i + AROUND)
+    todo = [(i, AROUND) for i in ranked]
+    if heads:  # right after the best window, before any other
+        todo[1:1] = [(h, 0) for h in head_lines(lines, best)]
+    for i, around in todo:
+        lo, hi = max(0, i - around), min(len(lines) - 1, i + around)
         near = next((s for s in spans if lo <= s[1] + 1 and hi >= s[0] - 1), None)
         if near is not None:  # joins a window it touches
             extra = span_cost(min(lo, near[0]), max(hi, near[1])) - span_cost(*near)
@@ -68,7 +74,7 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int) -
                 near[0], near[1] = min(lo, near[0]), max(hi, near[1])
                 left -= extra
             continue
-        if len(spans) == MAX_WINDOWS:
+        if len(spans) == MAX_WINDOWS + (2 if heads else 0):
             continue
         need = header + span_cost(lo, hi)
         if need > left:
@@ -103,19 +109,84 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int) -
     return out
 
 
+# A line that opens a definition, in the languages the chunker reads: its keyword, after any
+# modifiers (`pub async fn`, `export default class`, `static inline int`…).
+_OPENS = re.compile(
+    r"^\s*(?:[@#]\[?[\w.]+.*|(?:(?:export|default|pub(?:\([\w:]+\))?|public|private|"
+    r"protected|internal|static|async|abstract|final|sealed|override|virtual|inline|unsafe|"
+    r"extern|const|open|suspend|partial|declare|readonly)\s+)*(?:def|class|func|fn|function|"
+    r"struct|enum|trait|impl|interface|type|module|namespace|template|union|object|record|"
+    r"protocol|extension|message|service|mod|macro_rules!|let|var|val|constexpr)\b.*)$")
+_CLOSES = re.compile(r"^\s*[)\]}>]")
+_DOC = re.compile(r'^\s*(?:[rubf]?"""|[rubf]?\'\'\'|/\*\*?|///?|//!|#(?!\[|!)|\*/?|--)')
+_EMPTY_DOC = re.compile(r'^\s*(?:[rubf]?"""|[rubf]?\'\'\'|/\*\*?|\*|///?|#|--)\s*$')
+HEAD_REACH = 4  # lines between a definition's first line and its docstring, at most
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def head_lines(lines: Sequence[str], at: int) -> list[int]:
+    """The lines (0-based) that say what line `at` stands in: the first line of the nearest
+    definition above it that encloses it by indentation (`def send(…):`, `func (c *Command)
+    Execute() error {`, `class Segment(NamedTuple):`), or `at` itself when it opens one, and
+    the first line of that definition's docstring (after it) or doc comment (before it). None
+    when no line of the chunk encloses it."""
+    if not lines[at].strip():
+        return []
+    head = at if _OPENS.match(lines[at]) else None
+    if head is None:
+        depth, outer = _indent(lines[at]), None
+        for j in range(at - 1, -1, -1):
+            line = lines[j]
+            if not line.strip() or _indent(line) >= depth or _CLOSES.match(line):
+                continue
+            if _OPENS.match(line):
+                head = j
+                break
+            depth, outer = _indent(line), j  # `if`, `for`, or a C signature: look above
+        if head is None and outer is not None and lines[outer].rstrip().endswith(("{", "(")):
+            head = outer  # no keyword opens it (C, C++, Java): the outermost enclosing line
+    if head is None:
+        return []
+    doc = next((j for j in range(head + 1, min(head + HEAD_REACH + 1, len(lines)))
+                if lines[j].strip() and _DOC.match(lines[j])), None)
+    if doc is None:  # a comment above: the first line of the block of comment lines
+        j = head - 1
+        while j >= 0 and lines[j].strip() and _DOC.match(lines[j]):
+            j -= 1
+        doc = j + 1 if j + 1 < head else None
+    if doc is not None and _EMPTY_DOC.match(lines[doc]) and doc + 1 < len(lines) \
+            and doc + 1 != head:
+        doc += 1  # `"""` or `/**` alone on its line: the line after it
+    return [head] if doc is None or doc == head else [head, doc]
+
+
 def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
-        budget: int) -> list[Source]:
+        budget: int, lead: float = 0.0, heads: bool = False,
+        named: Sequence[bool] = ()) -> list[Source]:
     """The chunks cut to share `budget` tokens, best first, as entries numbered from 1; a
-    budget of 0 keeps whole chunks. Chunks that no longer fit are left out."""
+    budget of 0 keeps whole chunks. The best chunk, and each chunk `named` marks (the
+    definition of a name the question names), may take a `lead` share of the budget, and
+    come before the others, which share what is left. Chunks that no longer fit are left
+    out."""
     if budget <= 0:
         return list(sources)
     out: list[Source] = []
     left = budget
-    for i, s in enumerate(sources):
-        share = max(MIN_SHARE, left // (len(sources) - i))
-        if share > left:
+    # The best chunk, then the named definitions, then the others in their order.
+    marked = [i < len(named) and named[i] for i in range(len(sources))]
+    order = sorted(range(len(sources)), key=lambda i: (i > 0, not marked[i], i))
+    for rank, i in enumerate(order):
+        s = sources[i]
+        share = max(MIN_SHARE, left // (len(sources) - rank))
+        if lead and (i == 0 or marked[i]):
+            share = max(share, int(budget * lead))
+        share = min(share, left)
+        if share < MIN_SHARE:
             break
-        for w in windows(s, query, count, share):
+        for w in windows(s, query, count, share, heads):
             fresh = _unseen(w, out)  # chunks overlap: a line is sent once
             if fresh is not None:
                 out.append(replace(fresh, n=len(out) + 1))

@@ -13,6 +13,7 @@ from typing import Any
 from hydra_rag.answer import sessions
 from hydra_rag.answer.budget import fit
 from hydra_rag.answer.citations import CitationReport, check_citations
+from hydra_rag.answer.echo import EchoFilter
 from hydra_rag.answer.followup import REWRITE_PARAMS, parse_rewrite, plan, rewrite_messages
 from hydra_rag.answer.prompt import Prompt, Source, Turn, build_prompt
 from hydra_rag.catalog import ChatModel
@@ -152,7 +153,9 @@ class Chat:
         whole = [Source(i, h.store, h.path, h.line_start, h.line_end, h.text, h.section,
                         names.get(h.store, ""), h.page_start, h.page_end, h.page_unit)
                  for i, h in enumerate(relevant, start=1)]
-        sources = fit(whole, query, self.count, self.settings.context_tokens)
+        named = [any(n in ("name", "definition") for n in h.ranks) for h in relevant]
+        sources = fit(whole, query, self.count, self.settings.context_tokens,
+                      self.settings.context_lead, self.settings.context_heads, named)
         info = {"query": query, "question": question, "carried": carried, "also": also,
                 **({"rewritten": rewritten} if rewritten is not None else {}),
                 "context_tokens": self.settings.context_tokens, "hits": [
@@ -203,17 +206,24 @@ class Chat:
         # A health check per turn (milliseconds): a sidecar that died is started again.
         self.sidecar = connect_chat(self.model, self.settings)
         first: list[float] = []
+        echo = EchoFilter()  # the prompt's markers, when the model repeats them
 
         def heard(piece: str) -> None:
             if not first:
                 first.append(time.perf_counter())
-            on_token(piece)
+            shown = echo.feed(piece)
+            if shown:
+                on_token(shown)
 
         try:
-            answer, finish = stream_chat(self.sidecar, prompt.messages, self.params, heard)
+            _, finish = stream_chat(self.sidecar, prompt.messages, self.params, heard)
             interrupted = False
         except KeyboardInterrupt:
-            answer, finish, interrupted = "", "interrupted", True
+            finish, interrupted = "interrupted", True
+        rest = echo.close()
+        if rest:
+            on_token(rest)
+        answer = "" if interrupted else echo.text
         cites = check_citations(answer, prompt.sources) if self.use_rag else CitationReport()
         usage = {"prompt_tokens": prompt.tokens,
                  "completion_tokens": self.count(answer) - 1 if answer else 0}
@@ -228,6 +238,9 @@ class Chat:
         if prompt.dropped_sources or prompt.dropped_turns:
             result.notes.append(f"to fit the model's context, {prompt.dropped_sources} passage(s) "
                                 f"and {prompt.dropped_turns} earlier turn(s) were left out")
+        if echo.removed:
+            result.notes.append("the model repeated the prompt's context markers; they were "
+                                "taken out of the answer")
         if finish == "length":
             result.notes.append("the answer was cut at max_tokens")
         if not answer.strip() and not interrupted:

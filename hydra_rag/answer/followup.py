@@ -3,12 +3,13 @@ send_from_directory do?" is searched as "send_from_directory where is it defined
 
 A question that points back (it, this, they, …) and names nothing of its own, or that has at
 most one content word, is a follow-up: the subject of the latest earlier question that had one
-— the names it holds (identifiers, dotted paths, backticked spans), else its content words —
-is put before it (an earlier follow-up is passed over: its subject came from before it). A
-question that names its own subject is searched as it is, with the question before it as a
-second, lighter query. No model call: a rule that costs nothing per turn and that a small
-chat model cannot get wrong (BENCHMARKS.md "Follow-ups" has the figures). `follow_up: rewrite`
-asks the chat model instead (rewrite_messages, parse_rewrite), for a model strong enough.
+— the names it holds (identifiers, dotted paths, backticked spans, capitalised words), then
+its other content words — is put before it (an earlier follow-up is passed over: its subject
+came from before it). A question that names its own subject is searched as it is, with the
+question before it as a second, lighter query. No model call: a rule that costs nothing per
+turn and that a small chat model cannot get wrong (BENCHMARKS.md "Follow-ups" has the
+figures). `follow_up: rewrite` asks the chat model instead (rewrite_messages,
+parse_rewrite), for a model strong enough.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from hydra_rag.search.definitions import capitalised
 from hydra_rag.search.evidence import STOPWORDS
 from hydra_rag.search.fuse import literal_terms
 
@@ -44,12 +46,18 @@ def is_follow_up(question: str) -> bool:
     return bool(words & POINTERS) and len(content) <= 3 or len(content) <= 1
 
 
+def names_of(text: str) -> list[str]:
+    """The names a question holds: identifiers, dotted paths, backticked spans, and its
+    capitalised words ("the Segment class")."""
+    return list(dict.fromkeys([*literal_terms(text), *capitalised(text)]))
+
+
 def subject(text: str) -> str:
-    """What an earlier question was about: its names, else its content words."""
-    names = literal_terms(text)
-    if names:
-        return " ".join(names)
-    return " ".join(content_words(text)[:SUBJECT_WORDS])
+    """What an earlier question was about: its names first, then its other content words."""
+    names = names_of(text)
+    parts = {p.lower() for n in names for p in _WORD.findall(n)}
+    rest = [w for w in content_words(text) if w.lower() not in parts]
+    return " ".join([*names, *rest][:max(SUBJECT_WORDS, len(names))])
 
 
 def search_query(question: str, earlier: Sequence[str]) -> tuple[str, str]:

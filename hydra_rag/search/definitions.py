@@ -173,17 +173,28 @@ _CAPITAL = re.compile(r"[A-Z][A-Za-z0-9]{2,}")
 NAMED_MAX = 3  # a name defined in more places than this leads to none of them
 
 
+def capitalised(query: str) -> list[str]:
+    """The capitalised words of a query that may be names ("the Segment class"): not the
+    first word when it is a common one ("What", "Explain"), once each."""
+    from hydra_rag.search.evidence import STOPWORDS
+
+    words = [w.strip("`'\",.?!:;()") for w in query.split()]
+    if words and (words[0].lower() in STOPWORDS or len(words) == 1):
+        words = words[1:]
+    return list(dict.fromkeys(w for w in words if _CAPITAL.fullmatch(w)
+                              and w.lower() not in STOPWORDS))
+
+
 def named_in(query: str) -> list[Wanted]:
     """The names a query in words names (`what does build_request return`, "how is
     `Style.parse` used", "what does the Segment class represent"): its code-like words and
-    backticked spans, and its capitalised words after the first, in their own case."""
+    backticked spans, and its capitalised words (`capitalised`), in their own case."""
     from hydra_rag.search.fuse import literal_terms
 
     if wanted(query) is not None:
         return []  # a bare name: `first` puts its definitions first
     out: list[Wanted] = []
-    words = [w.strip("`'\",.?!:;()") for w in query.split()[1:]]
-    for term in [*literal_terms(query), *(w for w in words if _CAPITAL.fullmatch(w))]:
+    for term in [*literal_terms(query), *capitalised(query)]:
         m = BARE.fullmatch(term)
         if m is None:
             continue

@@ -183,13 +183,14 @@ def coverage(text: str, query: str) -> float:
 def weak(hit: Any, query: str, cosine: float | None = None,
          min_coverage: float = MIN_COVERAGE) -> bool:
     """Does this hit fail to bear on the query? Not when it holds the exact string or a rare
-    name the query names, or is the definition of the name the query asks for, nor when BM25
+    name the query names, or is the definition of the name the query asks for (or names inside
+    a question), nor when BM25
     found it holding at least `min_coverage` of the query's words, nor when its cosine
     similarity reaches `cosine` (default: its embedder's `min_similarity`, a catalog field)."""
     if cosine is None:
         cosine = hit.min_similarity
     names = hit.ranks
-    if any(n in ("literal", "definition") or n.startswith("term:") for n in names):
+    if any(n in ("literal", "definition", "name") or n.startswith("term:") for n in names):
         return False
     if any(n.startswith("bm25") for n in names) \
             and coverage(hit.text, query) >= min_coverage - 1e-9:

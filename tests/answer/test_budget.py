@@ -3,7 +3,7 @@ line ranges, best first, within the budget (pure: a word count stands in for the
 
 from __future__ import annotations
 
-from hydra_rag.answer.budget import entry_cost, fit, windows
+from hydra_rag.answer.budget import entry_cost, fit, head_lines, windows
 from hydra_rag.answer.prompt import Source
 
 
@@ -101,3 +101,67 @@ def test_overlapping_chunks_send_each_line_once() -> None:
     assert len(sent) >= 2
     for s in out:
         _exact(s, CODE, 1)
+
+
+def test_head_lines_name_what_a_line_stands_in() -> None:
+    python = [
+        "class Segment(NamedTuple):",
+        '    """A piece of text with associated style."""',
+        "",
+        "    def cell_len(",
+        "        self, text: str",
+        "    ) -> int:",
+        '        """',
+        "        Get the number of cells required to display text.",
+        '        """',
+        "        total = 0",
+        "        for c in text:",
+        "            total += 1",
+        "        return total",
+    ]
+    assert [python[i] for i in head_lines(python, 11)] == [
+        "    def cell_len(", "        Get the number of cells required to display text."]
+    assert [python[i] for i in head_lines(python, 3)] == [  # a line that opens one itself
+        "    def cell_len(", "        Get the number of cells required to display text."]
+    go = ["// Execute runs the command tree.", "func (c *Command) Execute() error {",
+          "\tif c == nil {", "\t\treturn nil", "\t}", "\treturn c.run()", "}"]
+    assert [go[i] for i in head_lines(go, 3)] == [go[1], go[0]]
+    cpp = ["/**", " * Return the logger called name.", " */",
+           "std::shared_ptr<logger> get(const std::string &name) {",
+           "    return registry::instance().get(name);", "}"]
+    assert [cpp[i] for i in head_lines(cpp, 4)] == [cpp[3], cpp[1]]
+    # at the top level, nothing encloses a line
+    assert head_lines(["MAX = 30", "LIMIT = 4"], 1) == []
+
+
+def test_heads_keep_the_definition_line_of_a_cut_passage() -> None:
+    body = ["def cell_len(text):", '    """Get the number of cells required to display text."""']
+    body += [f"    step_{i} = compute({i})" for i in range(30)]
+    body += ["    return sum(widths)  # the cells of the text"]
+    text = "\n".join(body)
+    q = "where is the sum of the widths returned"
+    plain = windows(source(text, start=51), q, words, 50)
+    assert all(s.line_start > 52 for s in plain)  # the cut lost what the lines belong to
+    got = windows(source(text, start=51), q, words, 50, heads=True)
+    assert [s.line_start for s in got][0] == 51
+    assert "def cell_len(text):" in got[0].text and "Get the number" in got[0].text
+    assert "return sum(widths)" in got[-1].text
+    for s in got:
+        _exact(s, text, 51)
+    assert sum(entry_cost(s, words) for s in got) <= 50
+
+
+def test_a_lead_share_and_named_definitions_first() -> None:
+    sources = [source(n=i, path=f"f{i}.py") for i in range(1, 6)]
+    equal = fit(sources, "send_from_directory", words, 300)
+    led = fit(sources, "send_from_directory", words, 300, lead=0.5)
+    first = [s for s in led if s.path == "f1.py"]
+    assert sum(entry_cost(s, words) for s in first) > max(
+        entry_cost(s, words) for s in equal if s.path == "f1.py")
+    assert sum(entry_cost(s, words) for s in led) <= 300 + 10
+    # the definition a question names (the fifth hit) is sent second, with a lead share
+    named = fit(sources, "send_from_directory", words, 300, lead=0.5,
+                named=[False, False, False, False, True])
+    assert [s.path for s in named][:2] == ["f1.py", "f5.py"] or \
+        [s.path for s in named if s.path != "f1.py"][0] == "f5.py"
+    assert [s.n for s in named] == list(range(1, len(named) + 1))

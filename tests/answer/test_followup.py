@@ -17,7 +17,10 @@ from hydra_rag.answer.followup import is_follow_up, parse_rewrite, rewrite_messa
      "Session.send What does it return when the file is missing?"),
     (["How does the adapter pool connections?"], "what about the timeout?",
      "adapter pool connections what about the timeout?"),
-    (["How do I parse JSON?"], "And in Go?", "parse JSON And in Go?"),
+    (["How do I parse JSON?"], "And in Go?", "JSON parse And in Go?"),
+    # the name first, then the words ("where is it defined" needs the name)
+    (["What does the Segment class represent?"], "Where is it defined?",
+     "Segment class represent Where is it defined?"),
     # A question with a subject of its own is searched as typed.
     (["What does send_from_directory do?"], "How are retries configured in the adapter?",
      "How are retries configured in the adapter?"),

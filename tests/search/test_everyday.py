@@ -84,6 +84,8 @@ def test_coverage_and_weak() -> None:
     assert not weak(hit({"term:get_user": 1}, None), "where is get_user")
     # `search Console.print` showed the method's own definition as "weak: not about this"
     assert not weak(hit({"definition": 1}, None), "Console.print")
+    # the definition of a name inside a question ("what does the Segment class represent")
+    assert not weak(hit({"name": 1}, None), "what does the Segment class represent")
 
 
 def test_weak_edge_cases() -> None:

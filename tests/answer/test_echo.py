@@ -1,0 +1,44 @@
+"""The prompt's markers, echoed by a model, never reach the answer (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hydra_rag.answer.echo import EchoFilter, clean
+
+
+def stream(pieces: list[str]) -> tuple[str, str, bool]:
+    """What is shown as the pieces arrive, joined; the filter's text; whether it removed any."""
+    f = EchoFilter()
+    shown = "".join(f.feed(p) for p in pieces) + f.close()
+    return shown, f.text, f.removed
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("The pool holds 10 connections [1].", "The pool holds 10 connections [1]."),
+    ("END-CONTEXT-9f3a01bc\nThe pool holds 10 [1].", "The pool holds 10 [1]."),
+    ("The pool holds 10 [1].\nEND-CONTEXT-9f3a01bc", "The pool holds 10 [1].\n"),
+    ("BEGIN-CONTEXT-zz12 The answer is 3 [2].", "The answer is 3 [2]."),
+    ("It is 3 END-CONTEXT-1f2 and 4 [1].", "It is 3 and 4 [1]."),
+    ("END-CONTEXT", ""),
+    # Words that only look like the start of one stay.
+    ("BEGINNERS read ENDPOINTS and the END of it.", "BEGINNERS read ENDPOINTS and the END of it."),
+    ("Line one\n\nLine two", "Line one\n\nLine two"),
+])
+def test_markers_are_removed_however_the_answer_is_cut(answer: str, expected: str) -> None:
+    assert clean(answer) == expected
+    for size in (1, 2, 3, 5, 8):  # any way a stream may cut it into pieces
+        pieces = [answer[i:i + size] for i in range(0, len(answer), size)]
+        shown, text, removed = stream(pieces)
+        assert shown == text == expected, (size, pieces)
+        assert removed == (expected != answer)
+
+
+def test_ordinary_text_is_shown_as_it_arrives() -> None:
+    f = EchoFilter()
+    assert f.feed("The default ") == "The default "
+    assert f.feed("is 30 ") == "is 30 "
+    # A word that may be the start of a marker waits for the next piece, then is shown.
+    assert f.feed("END") == ""
+    assert f.feed("S here.") == "ENDS here."
+    assert f.close() == ""
