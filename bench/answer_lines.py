@@ -47,6 +47,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "before": {"context_heads": False, "context_lead": 0.0},
     "-heads": {"context_heads": False},
     "-lead": {"context_lead": 0.0},
+    "lead.6": {"context_lead": 0.6},
+    "lead.7": {"context_lead": 0.7},
     "whole": {"context_tokens": 0},
 }
 

@@ -80,10 +80,10 @@ class Settings:
     context_tokens: int = 600
     # The share of context_tokens the best passage (and a definition the question names) may
     # take before the others share the rest; 0: all passages share it equally.
-    context_lead: float = 0.0
+    context_lead: float = 0.5
     # Each narrowed passage keeps the line that opens the definition its lines stand in, and
     # the first line of that definition's docstring or comment.
-    context_heads: bool = False
+    context_heads: bool = True
     # How a follow-up ("where is it defined?") is searched: "carry" puts the subject of the
     # question before it into the query; "off" searches it as typed (with the question before).
     follow_up: str = "carry"

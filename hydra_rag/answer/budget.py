@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from hydra_rag.answer.prompt import Source, neutralise
-from hydra_rag.search.evidence import clip_around, line_scores
+from hydra_rag.search.evidence import clip_around, line_scores, term_weights
 
 # The smallest share of the budget a chunk is given, in tokens: a function signature with a
 # few lines of body, or two sentences of prose.
@@ -35,7 +35,7 @@ def entry_cost(s: Source, count: Callable[[str], int]) -> int:
 
 
 def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
-            heads: bool = False) -> list[Source]:
+            heads: bool = False, weights: dict[str, float] | None = None) -> list[Source]:
     """The chunk as entries of at most `cap` tokens in all, around the lines that best match
     `query` (the whole chunk when it fits already), in file order. With `heads`, the best
     window keeps the lines that say what it stands in (head_lines), as it fits."""
@@ -44,7 +44,7 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
     lines = source.text.splitlines()
     if not lines:
         return [source]
-    scores, first_match = line_scores(source.text, query)
+    scores, first_match = line_scores(source.text, query, weights)
     header = entry_cost(replace(source, text=""), count)
     cost = [count("| " + x) + 1 for x in lines]
     ranked = [i for i in sorted(range(len(lines)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
@@ -177,6 +177,7 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
     left = budget
     # The best chunk, then the named definitions, then the others in their order.
     marked = [i < len(named) and named[i] for i in range(len(sources))]
+    weights = term_weights([s.text for s in sources], query)
     order = sorted(range(len(sources)), key=lambda i: (i > 0, not marked[i], i))
     for rank, i in enumerate(order):
         s = sources[i]
@@ -186,7 +187,7 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
         share = min(share, left)
         if share < MIN_SHARE:
             break
-        for w in windows(s, query, count, share, heads):
+        for w in windows(s, query, count, share, heads, weights):
             fresh = _unseen(w, out)  # chunks overlap: a line is sent once
             if fresh is not None:
                 out.append(replace(fresh, n=len(out) + 1))

@@ -178,15 +178,16 @@ def main() -> None:
     except (OSError, SidecarError) as exc:
         raise SystemExit(f"sidecar key: {exc}") from None
 
-    if args.role != "chat":
-        # llama.cpp's OpenMP threads sleep while they wait instead of spinning: on a machine
-        # busy with other work, spinning threads wait for each other and two ran at half the
-        # speed of one (BENCHMARKS.md, issue 32). A user's own setting wins. Read when llama.cpp
-        # loads, below.
-        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    # llama.cpp's OpenMP threads sleep while they wait instead of spinning: on a machine busy
+    # with other work, spinning threads wait for each other: two embedded at half the speed of
+    # one (BENCHMARKS.md, issue 32), and a chat model decoded 3 tokens/s instead of 40 (issue
+    # 45). A user's own setting wins. Read when llama.cpp loads, below.
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     _scrub_environment()
     threads = args.threads or (os.cpu_count() or 1)
-    info: dict[str, Any] = {"threads": threads}
+    decode = args.threads or decode_threads(threads)
+    info: dict[str, Any] = {"threads": threads,
+                            **({"decode_threads": decode} if args.role == "chat" else {})}
     if args.backend == "onnx":
         from hydra_rag.models import onnx_server
 
@@ -200,7 +201,8 @@ def main() -> None:
         if args.role == "rerank":
             app, self_test = _rerank_app(args, threads, gpu_layers)
         else:
-            app, self_test = _openai_app(args, threads, gpu_layers)
+            app, self_test = _openai_app(args, threads, gpu_layers,
+                                         decode if args.role == "chat" else threads)
         info.update(device=device(gpu_layers), gpu_layers=gpu_layers, backend="llama.cpp",
                     omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""))
 
@@ -281,7 +283,17 @@ def device(gpu_layers: int) -> str:
     return f"GPU {', '.join(gpu_devices()) or '(unnamed)'}, {layers}"
 
 
-def _openai_app(args: argparse.Namespace, threads: int, gpu_layers: int) -> tuple[Any, SelfTest]:
+def decode_threads(cores: int) -> int:
+    """Threads that decode a chat model's answer, a token at a time: half the cores. Each token
+    is a small step, and threads that wait for each other at every step cost more than they
+    bring: on 2 cores one thread decoded SmolLM2 at 42 tokens/s idle and 41 with a core busy,
+    two at 69 idle and 3 to 23 busy (BENCHMARKS.md, issue 45). The prompt, a batch of hundreds
+    of tokens, is evaluated on every core."""
+    return max(1, cores // 2)
+
+
+def _openai_app(args: argparse.Namespace, threads: int, gpu_layers: int,
+                decode: int = 0) -> tuple[Any, SelfTest]:
     from llama_cpp.server import app as server
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
@@ -292,7 +304,7 @@ def _openai_app(args: argparse.Namespace, threads: int, gpu_layers: int) -> tupl
         n_ctx=args.n_ctx,
         n_batch=args.n_batch,
         n_ubatch=args.n_batch,
-        n_threads=threads,
+        n_threads=decode or threads,
         n_threads_batch=threads,
         n_gpu_layers=gpu_layers,
         # Flash attention: 1.6x the embedding rate of plain attention on CPU.

@@ -91,9 +91,10 @@ def _needles(query: str) -> list[str]:
     return [n.lower() for n in exact if n]
 
 
-def _scored(text: str, query: str) -> list[tuple[float, list[tuple[int, int]]]]:
+def _scored(text: str, query: str, weights: dict[str, float] | None = None
+            ) -> list[tuple[float, list[tuple[int, int]]]]:
     """Each line's score against the query (10 per exact string it holds, 1 per distinct
-    query word) and the character spans of its matches."""
+    query word, or the word's weight in `weights`) and the character spans of its matches."""
     terms = set(query_terms(query))
     needles = [re.compile(re.escape(n), re.IGNORECASE) for n in _needles(query)]
     out = []
@@ -110,14 +111,32 @@ def _scored(text: str, query: str) -> list[tuple[float, list[tuple[int, int]]]]:
             if stem in terms:
                 seen.add(stem)
                 spans.append((a, b))
-        out.append((score + len(seen), spans))
+        words = len(seen) if weights is None else sum(weights.get(t, 1.0) for t in seen)
+        out.append((score + words, spans))
     return out
 
 
-def line_scores(text: str, query: str) -> tuple[list[float], list[int]]:
+def term_weights(texts: list[str], query: str) -> dict[str, float]:
+    """How much each of the query's words tells the lines of `texts` apart: a word on few of
+    their lines weighs more than one on many (a project's own name, `return`), as BM25's IDF
+    weighs a word in documents; from 0.25 (on every line) to 1."""
+    import math
+
+    lines = [line for t in texts for line in t.splitlines() if line.strip()]
+    terms = query_terms(query)
+    if not lines or not terms:
+        return {}
+    found = [{stem for _, _, stem in _parts(line)} for line in lines]
+    df = {t: sum(t in f for f in found) for t in terms}
+    top = math.log(1 + len(lines))
+    return {t: max(0.25, math.log(1 + len(lines) / (1 + df[t])) / top) for t in terms}
+
+
+def line_scores(text: str, query: str, weights: dict[str, float] | None = None
+                ) -> tuple[list[float], list[int]]:
     """Per line of a chunk: how well it matches the query (0: not at all), and where its first
-    match starts (0 when none)."""
-    scored = _scored(text, query)
+    match starts (0 when none); the query's words weighed by `weights` (term_weights)."""
+    scored = _scored(text, query, weights)
     return [s for s, _ in scored], [min(a for a, _ in spans) if spans else 0 for _, spans in scored]
 
 

@@ -347,3 +347,52 @@ def test_the_context_budget_sends_the_lines_that_match(home: Path, tmp_path: Pat
     assert budgeted["retrieval"]["context_tokens"] == 120
     t = budgeted["timings"]
     assert 0 < t["retrieval_s"] <= t["total_s"] and t.get("first_token_s", 0) <= t["total_s"]
+
+
+SEGMENTS = {
+    "src/segment.py": (
+        '"""Pieces of styled text."""\n\n\n'
+        "class Segment:\n"
+        '    """A piece of text with one style, the unit a console renders."""\n\n'
+        "    def __init__(self, text, style=None):\n"
+        "        self.text = text\n"
+        "        self.style = style\n"),
+    "src/render.py": "".join(
+        f"def render_{i}(segments):\n"
+        f'    """Render segment list {i}: each segment of the lines, segment by segment."""\n'
+        f"    return [segment.text for segment in segments if segment]\n\n\n"
+        for i in range(12)),
+    "src/lines.py": "".join(
+        f"def split_{i}(segments, width):\n"
+        f"    # the segment represents one piece; the class of each segment is kept\n"
+        f"    return [segments[j:j + width] for j in range(0, len(segments), width)]\n\n\n"
+        for i in range(12)),
+}
+
+
+def test_code_folders_refuse_what_they_do_not_hold_and_names_bring_definitions(
+        home: Path, tmp_path: Path) -> None:
+    """The README's refusal holds on a code folder; a question in words that names a symbol
+    has the symbol's definition among its sources, whole, and the follow-up "where is it
+    defined?" finds it again."""
+    root = write_tree(tmp_path / "proj", {**DEFINED, **SEGMENTS})
+    assert run_cli("index", str(root)).returncode == 0
+    proc = run_cli("ask", "smollm2-135m", "What is the capital of Mongolia?", "--rag", str(root),
+                   "--json", *FAST)
+    out = json.loads(proc.stdout)
+    assert out["no_context"] is True and out["sources"] == [], out
+    proc = run_cli("ask", "smollm2-135m", "What does the Segment class represent?", "--rag",
+                   str(root), "--json", "--show-context", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    defined = [s for s in out["sources"] if s["path"] == "src/segment.py"]
+    assert defined and defined[0]["line_start"] <= 4 <= defined[0]["line_end"], out["sources"]
+    assert out["sources"].index(defined[0]) <= 1  # sent first or right after the best passage
+    sent = out["prompt"][-1]["content"]
+    assert "| class Segment:" in sent and "| " + '    """A piece of text with one style' in sent
+    script = "What does the Segment class represent?\nWhere is it defined?\n"
+    proc = run_cli("chat", "smollm2-135m", "--rag", str(root), "--session", "t-seg", "--new",
+                   *FAST, input=script)
+    assert proc.returncode == 0, proc.stderr
+    out2 = proc.stdout.split("> Where is it defined?", 1)[1]
+    assert re.search(r"sources:\n(  \[\d\] .*\n)*  \[\d\] src/segment\.py:\d+", out2), out2

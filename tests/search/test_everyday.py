@@ -351,3 +351,17 @@ def test_stems_are_right_from_many_threads() -> None:
     for t in threads:
         t.join()
     assert wrong == []
+
+
+def test_term_weights_favour_the_words_that_tell_lines_apart() -> None:
+    from hydra_rag.search.evidence import line_scores, term_weights
+
+    text = "\n".join([f"spdlog line {i} about the spdlog logger" for i in range(20)]
+                     + ["constexpr size_t default_async_q_size = 8192;  // queue of spdlog"])
+    q = "How many messages can the spdlog async queue hold?"
+    w = term_weights([text], q)
+    assert w["spdlog"] == 0.25 and w["queue"] > 0.7  # on every line / on one
+    plain, _ = line_scores(text, q)
+    weighed, _ = line_scores(text, q, w)
+    assert plain[-1] == 3 and plain[0] == 1  # spdlog, async, queue / spdlog
+    assert weighed[-1] > 5 * weighed[0]  # against 3 times, unweighed
