@@ -110,21 +110,35 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
 
 
 # A line that opens a definition, in the languages the chunker reads: its keyword, after any
-# modifiers (`pub async fn`, `export default class`, `static inline int`…).
+# modifiers (`pub async fn`, `export default class`, `static inline int`…), followed by what
+# it defines, not by `=`, `:` or `.` (`type = …`, `message: str`, `record.close()` are not).
 _OPENS = re.compile(
     r"^\s*(?:[@#]\[?[\w.]+.*|(?:(?:export|default|pub(?:\([\w:]+\))?|public|private|"
     r"protected|internal|static|async|abstract|final|sealed|override|virtual|inline|unsafe|"
     r"extern|const|open|suspend|partial|declare|readonly)\s+)*(?:def|class|func|fn|function|"
     r"struct|enum|trait|impl|interface|type|module|namespace|template|union|object|record|"
-    r"protocol|extension|message|service|mod|macro_rules!|let|var|val|constexpr)\b.*)$")
+    r"protocol|extension|message|service|mod|macro_rules!|let|var|val|constexpr)\b"
+    r"(?!\s*(?:[=,;.)\]}]|:(?!:)|$)).*)$")
 _CLOSES = re.compile(r"^\s*[)\]}>]")
-_DOC = re.compile(r'^\s*(?:[rubf]?"""|[rubf]?\'\'\'|/\*\*?|///?|//!|#(?!\[|!)|\*/?|--)')
-_EMPTY_DOC = re.compile(r'^\s*(?:[rubf]?"""|[rubf]?\'\'\'|/\*\*?|\*|///?|#|--)\s*$')
-HEAD_REACH = 4  # lines between a definition's first line and its docstring, at most
+# A docstring after a definition's signature (Python), a doc comment above one (the others).
+_DOC_AFTER = re.compile(r'^\s*[rubfRUBF]?(?:"""|\'\'\')')
+_DOC_ABOVE = re.compile(r"^\s*(?:/\*\*?|///?|//!|#(?![\[!])|\*(?:/|\s|$)|--(?:\s|$))")
+_EMPTY_DOC = re.compile(r'^\s*(?:[rubfRUBF]?"""|[rubfRUBF]?\'\'\'|/\*\*?|\*|///?|#|--)\s*$')
+HEAD_REACH = 4  # lines of a definition's signature before its docstring, at most
 
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
+
+
+def _docstring(lines: Sequence[str], head: int) -> int | None:
+    """The line of the docstring that is the first statement after the signature that
+    starts at `head` (the signature ends at its first line ending in `:`), if any."""
+    for end in range(head, min(head + HEAD_REACH, len(lines))):
+        if lines[end].split("#")[0].rstrip().endswith(":"):
+            after = next((j for j in range(end + 1, len(lines)) if lines[j].strip()), None)
+            return after if after is not None and _DOC_AFTER.match(lines[after]) else None
+    return None
 
 
 def head_lines(lines: Sequence[str], at: int) -> list[int]:
@@ -150,11 +164,10 @@ def head_lines(lines: Sequence[str], at: int) -> list[int]:
             head = outer  # no keyword opens it (C, C++, Java): the outermost enclosing line
     if head is None:
         return []
-    doc = next((j for j in range(head + 1, min(head + HEAD_REACH + 1, len(lines)))
-                if lines[j].strip() and _DOC.match(lines[j])), None)
+    doc = _docstring(lines, head)
     if doc is None:  # a comment above: the first line of the block of comment lines
         j = head - 1
-        while j >= 0 and lines[j].strip() and _DOC.match(lines[j]):
+        while j >= 0 and lines[j].strip() and _DOC_ABOVE.match(lines[j]):
             j -= 1
         doc = j + 1 if j + 1 < head else None
     if doc is not None and _EMPTY_DOC.match(lines[doc]) and doc + 1 < len(lines) \

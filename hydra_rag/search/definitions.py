@@ -171,15 +171,22 @@ def chunks(found: Sequence[tuple[Store, Entry]], score: float, rank: str,
 
 _CAPITAL = re.compile(r"[A-Z][A-Za-z0-9]{2,}")
 NAMED_MAX = 3  # a name defined in more places than this leads to none of them
+# Words a question or a request opens with that are not in the stoplist: not names there.
+_OPENERS = frozenset({"please", "thanks", "thank", "compare", "explain", "describe", "show",
+    "list", "find", "tell", "give", "summarize", "summarise", "name", "write", "fix", "check",
+    "look", "search", "get", "use", "make", "add", "remove", "change", "update", "create",
+    "suppose", "assume", "imagine", "consider", "note", "given", "say", "could", "would",
+    "should", "can", "does", "did", "is", "are", "was", "were", "will"})
 
 
 def capitalised(query: str) -> list[str]:
     """The capitalised words of a query that may be names ("the Segment class"): not the
-    first word when it is a common one ("What", "Explain"), once each."""
+    first word when it is a common one ("What", "Explain", "Compare"), once each."""
     from hydra_rag.search.evidence import STOPWORDS
 
     words = [w.strip("`'\",.?!:;()") for w in query.split()]
-    if words and (words[0].lower() in STOPWORDS or len(words) == 1):
+    if words and (words[0].lower() in STOPWORDS or words[0].lower() in _OPENERS
+                  or len(words) == 1):
         words = words[1:]
     return list(dict.fromkeys(w for w in words if _CAPITAL.fullmatch(w)
                               and w.lower() not in STOPWORDS))

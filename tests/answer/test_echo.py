@@ -42,3 +42,28 @@ def test_ordinary_text_is_shown_as_it_arrives() -> None:
     assert f.feed("END") == ""
     assert f.feed("S here.") == "ENDS here."
     assert f.close() == ""
+
+
+@pytest.mark.parametrize(("pieces", "expected"), [
+    # Pieces cut at words, with the leading space a model's tokens carry.
+    (["It is 3", " END", "-CONTEXT-1f2", " and 4 [1]."], "It is 3 and 4 [1]."),
+    (["- item one", " END-CONTEXT-ab", "\n- item two"], "- item one\n- item two"),
+    (["A [1]", " BEGIN", "-CONTEXT", "-9f", "\n", "B [2]."], "A [1]\nB [2]."),
+    (["  ", "END-CONTEXT-a", "\n", "    indented"], "    indented"),
+    (["See the-END", "-CONTEXT-x1 note"], "See the- note"),
+])
+def test_markers_split_across_pieces_leave_words_and_lines_as_they_were(
+        pieces: list[str], expected: str) -> None:
+    shown, text, removed = stream(pieces)
+    assert shown == text == expected
+    assert removed
+
+
+def test_the_rest_of_a_line_is_shown_once_the_marker_is_past() -> None:
+    f = EchoFilter()
+    assert f.feed("It is 3 ") == "It is 3 "
+    assert f.feed("END-CONTEXT-1f2") == ""
+    assert f.feed(" and") == "and"  # the space before the marker is the one between words
+    assert f.feed(" 4 [1].") == " 4 [1]."
+    assert f.close() == ""
+    assert f.text == "It is 3 and 4 [1]."

@@ -108,6 +108,9 @@ def test_names_inside_a_question() -> None:
     assert named_in("how is `Style.parse` used") == [Wanted("parse", "Style", False)]
     assert named_in("What does the Segment class represent?") == [Wanted("Segment", "", False)]
     assert named_in("how does the client retry") == []
+    # a request's first word is not a name; a carried subject's is (followup puts names first)
+    assert named_in("Compare the pool with the queue") == []
+    assert named_in("Segment class represent where defined") == [Wanted("Segment", "", False)]
     assert named_in("Session.send") == []  # a bare name: its definitions come first anyway
 
 
