@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.documents import page_fields
-from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.errors import HydraError, UsageError, unreadable
 from hydra_rag.paths import INDEX_DIR, store_names  # noqa: F401 (part of the API)
 
 Warn = Callable[[str], None]
@@ -154,7 +154,7 @@ def open_chat(model: str | None = None, rag: list[Path] | None = None, no_rag: b
         try:
             system = system_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise HydraError(f"cannot read {system_file}: {exc}") from None
+            raise unreadable(system_file, exc) from None
     name = model_or_default(model)
     bundle = load_bundles().get(name)
     entry = get_model(bundle.base if bundle else name)
@@ -210,7 +210,7 @@ def create_bundle(base: str, persona_file: Path, alias: str | None = None,
     try:
         text = persona_file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise HydraError(f"cannot read persona {persona_file}: {exc}") from None
+        raise unreadable(f"persona {persona_file}", exc) from None
     system, params = parse_persona(text, str(persona_file))
     name = alias or f"{base}-{persona_file.stem}"
     if not re.fullmatch(r"[A-Za-z0-9][\w.+@-]{0,79}", name):
@@ -225,8 +225,10 @@ def create_bundle(base: str, persona_file: Path, alias: str | None = None,
     paths = []
     for p in rag_index or []:
         folder = p.expanduser().resolve()
+        if not folder.exists():
+            raise HydraError(f"--rag-index {p}: no such folder")
         if not folder.is_dir():
-            raise HydraError(f"--rag-index {p}: not a folder")
+            raise UsageError(f"--rag-index {p}: not a folder")
         if not (folder / INDEX_DIR / "meta.yaml").is_file():
             warn(f"{folder} has no index yet — run `hydra-rag index {folder}`")
         paths.append(str(folder))

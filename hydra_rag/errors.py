@@ -52,7 +52,10 @@ def yaml_problem(exc: Exception) -> str:
 
 
 def unreadable(path: object, exc: OSError | UnicodeDecodeError) -> HydraError:
-    """`cannot read PATH: why`, in the system's words and without Python's `[Errno N]`."""
+    """`cannot read PATH: why`, in the system's words and without Python's `[Errno N]`; a
+    folder where a file was asked for is a usage error (exit 2), as a file for a folder is."""
+    if isinstance(exc, IsADirectoryError):
+        return UsageError(f"{path}: a folder, not a file")
     if isinstance(exc, UnicodeDecodeError):
         return HydraError(f"cannot read {path}: not UTF-8 text (byte {exc.start})")
     return HydraError(f"cannot read {path}: {(exc.strerror or str(exc)).lower()}")

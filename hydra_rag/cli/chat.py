@@ -16,7 +16,7 @@ from hydra_rag.cli.base import (
     print_json,
     say,
 )
-from hydra_rag.errors import HydraError, ModelError
+from hydra_rag.errors import ModelError, UsageError
 
 
 def _warn(message: str) -> None:
@@ -115,7 +115,7 @@ def ask(
                 raise ModelError(f"{exc}; a question of several words goes in quotes: "
                                  f"`hydra-rag ask \"{' '.join(words)}\"`") from None
     if not question.strip():  # before any model or sidecar is started
-        raise HydraError("the question is empty")
+        raise UsageError("the question is empty")
     c = api.open_chat(model, rag, no_rag, top_k, None, True, system, system_file, temperature,
                       max_tokens, save=False, rag_all=rag_all, rag_tag=rag_tag, rerank=rerank,
                       rerank_top=rerank_top, warn=_warn)

@@ -11,7 +11,7 @@ import typer
 
 from hydra_rag import api
 from hydra_rag.cli.base import app, print_json, say
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, UsageError
 
 PATHS = Annotated[list[Path] | None, typer.Option(
     "--path", help="Indexed folder (repeatable; default: nearest one at or above here).")]
@@ -36,8 +36,9 @@ def def_(name: NAME, path: PATHS = None, all_: ALL = False, tag: TAGS = None,
          as_json: JSON = False) -> None:
     """Where a name is defined (functions, methods, classes, types, constants), best first.
     Exit 1 when it is defined nowhere."""
-    from hydra_rag.search.navigate import definitions
+    from hydra_rag.search.navigate import asked, definitions
 
+    asked(name)
     roots, _ = api.folders(path, all_, tag)
     found = definitions(roots, name)
     if as_json:
@@ -57,8 +58,9 @@ def refs(name: NAME, path: PATHS = None, all_: ALL = False, tag: TAGS = None,
          as_json: JSON = False) -> None:
     """Where a name is used: calls, types and classes named, implementations (as
     `path:line: text`, tests last). Exit 1 when it is used nowhere."""
-    from hydra_rag.search.navigate import MAX_RESULTS, references
+    from hydra_rag.search.navigate import MAX_RESULTS, asked, references
 
+    asked(name)
     roots, _ = api.folders(path, all_, tag)
     found = references(roots, name)
     if as_json:
@@ -85,8 +87,10 @@ def outline_(
 
     target = Path(file).expanduser()
     absolute = (target if target.is_absolute() else Path.cwd() / target).resolve()
-    if not absolute.is_file():  # not "no index at or above" the working folder
-        raise HydraError(f"{file}: {'not a file' if absolute.exists() else 'no such file'}")
+    if not absolute.exists():  # not "no index at or above" the working folder
+        raise HydraError(f"{file}: no such file")
+    if not absolute.is_file():
+        raise UsageError(f"{file}: not a file")
     roots = [find_index_root(absolute.parent if absolute.parent.is_dir() else Path.cwd())]
     found = outline(roots, str(absolute))
     if as_json:

@@ -108,7 +108,6 @@ def search(
     from hydra_rag.config import load_settings
     from hydra_rag.search.paths import PathFilter
 
-    where = PathFilter.of(glob, lang, api.within(path))
     if code_only and prose_only:
         raise typer.BadParameter("--code-only and --prose-only exclude each other")
     if sum((files, vimgrep, as_json and not files)) > 1 or (vimgrep and explain):
@@ -118,12 +117,14 @@ def search(
         raise typer.BadParameter("give a QUERY or --queries FILE (one of them)")
     tables = ("code",) if code_only else ("prose",) if prose_only else ("code", "prose")
     lists = methods(mode)
+    items = _read_queries(queries) if queries is not None else []  # before any folder's index
+    where = PathFilter.of(glob, lang, api.within(path))
     roots, federated = api.folders(path, all_, tag)
     searcher = api.searcher(roots, load_settings(**rerank_flags(rerank, rerank_top)),
                             skip_broken=federated)
     names = store_names(str(store.root) for store, _ in searcher.stores)
     if queries is not None:
-        for n, item in enumerate(_read_queries(queries), start=1):
+        for n, item in enumerate(items, start=1):
             hits = searcher.search(item["text"], k, tables, methods=lists, where=where)
             print_json({"query_id": item.get("_id", str(n)), "query": item["text"],
                          "results": [api.hit_json(i, h, item["text"], names)

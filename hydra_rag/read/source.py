@@ -13,7 +13,7 @@ from hydra_rag.config import Settings
 from hydra_rag.documents import Skip, format_of
 from hydra_rag.documents.cache import content_key
 from hydra_rag.documents.reader import Reader
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.read.chunk import markup_of
 from hydra_rag.read.classify import PROSE, classify
 from hydra_rag.read.walk import (
@@ -86,13 +86,13 @@ def digest_of(root: Path, rel: str, document: bool) -> str | None:
 def resolve_root(path: Path) -> Path:
     """The folder to index, absolute; a clear error if it is not a folder. Every command that
     takes a folder (index, status, watch, doctor) says the same words with the same exit code:
-    a folder that is not there is a mistake in what was named, not in the command's syntax,
-    so it exits 1, not 2."""
+    a folder that is not there is a mistake in what was named (exit 1); a file where a folder
+    is asked for is an argument of the wrong kind, a usage error (exit 2)."""
     p = path.expanduser()
     if not p.exists():
         raise HydraError(f"{path}: no such folder")
     if not p.is_dir():
-        raise HydraError(f"{path}: not a folder")
+        raise UsageError(f"{path}: not a folder")
     return p.resolve()
 
 

@@ -67,13 +67,15 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
     from hydra_rag.store.index_dir import Store
 
     if start is not None and start < 1:
-        raise HydraError(f"line numbers start at 1, not {start}")
+        raise UsageError(f"line numbers start at 1, not {start}")
     if start is not None and end is not None and end < start:
-        raise HydraError(f"the range {start}-{end} ends before it starts")
+        raise UsageError(f"the range {start}-{end} ends before it starts")
     if scope is not None and ".." in Path(target).parts:  # a client's path stays in the scope
         raise HydraError(f"{target}: `..` is not allowed here; give the path inside its folder")
     path = _locate(str(target), scope, base or Path.cwd())
     real = path.resolve()
+    if real.is_dir():
+        raise UsageError(f"{target}: not a file")
     if not real.is_file():
         raise HydraError(f"{target}: no such file")
     try:

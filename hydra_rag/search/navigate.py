@@ -17,9 +17,10 @@ from hydra_rag.store.symbols import Entry
 MAX_RESULTS = 200  # uses of a common name are many: the first ones, and the total
 
 
-def _name(name: str) -> Wanted:
+def asked(name: str) -> Wanted:
     """A name as typed (`send`, `Session.send`, `Session::send`, `send()`); any case is
-    accepted when no name has the case typed."""
+    accepted when no name has the case typed. A UsageError for what is not a name (the CLI
+    asks before it looks for an index)."""
     w = wanted(name) if BARE.fullmatch((name or "").strip()) else None
     if w is None:
         raise UsageError(f"{name!r} is not a name (letters, digits, _ and $, parts joined "
@@ -63,7 +64,7 @@ def definitions(roots: list[Path], name: str) -> dict[str, Any]:
     """Where `name` is defined in these folders, best first (as search puts them first):
     `{"name", "results": [{store, path, name, qualified, kind, scope, line_start, line_end,
     line, text}], "total"}`."""
-    w = _name(name)
+    w = asked(name)
     names, lines = store_names(roots), _Lines()
     found = defined([store for _, store in _stores(roots)], w, strict=False)
     return {"name": name.strip(), "total": len(found),
@@ -73,7 +74,7 @@ def definitions(roots: list[Path], name: str) -> dict[str, Any]:
 def references(roots: list[Path], name: str) -> dict[str, Any]:
     """Where `name` is used (called, named as a type or class, implemented), file by file,
     tests and examples last: `{"name", "results": [...], "total"}`; at most MAX_RESULTS."""
-    w = _name(name)
+    w = asked(name)
     names, lines = store_names(roots), _Lines()
     found = []
     for root, store in _stores(roots):

@@ -38,7 +38,7 @@ from typing import Any
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings, chosen_embedder
 from hydra_rag.documents import anchors, text_anchors
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.models.embed import EmbedClient, connect
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.search import definitions, rescore, signals
@@ -405,7 +405,7 @@ class Searcher(TableQueries):
         """Every candidate of every list, fused, best first (the first k when k is given)."""
         query = query.strip()
         if not query:
-            raise HydraError("the query is empty")
+            raise UsageError("the query is empty")
         queries = [query]
         if also and also.strip() and also.strip() != query:
             queries.append(also.strip())

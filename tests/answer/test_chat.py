@@ -126,7 +126,7 @@ def test_bad_input(home: Path, indexed: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1 and "hydra-rag index" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = run_cli("ask", "smollm2-135m", "   ", "--rag", str(indexed))
-    assert proc.returncode == 1 and "the question is empty" in proc.stderr
+    assert proc.returncode == 2 and "the question is empty" in proc.stderr
     proc = run_cli("ask", "smolm2", "hi", "--no-rag")
     assert proc.returncode == 1 and "known: smollm2-135m" in proc.stderr
     proc = run_cli("ask", "smollm2-135m", "word " * 5000, "--rag", str(indexed), *FAST)

@@ -60,12 +60,51 @@ def test_usage_error_exits_2_and_library_error_exits_1(tmp_path: Path, home: Pat
     f = tmp_path / "file.txt"
     f.write_text("x")
     proc = run_cli("index", str(f))
-    assert proc.returncode == 1 and ": not a folder" in proc.stderr
+    assert proc.returncode == 2 and ": not a folder" in proc.stderr  # a usage error
     proc = run_cli("search", "anything", "--path", str(tmp_path))
     assert proc.returncode == 1 and "hydra-rag index" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = run_cli("embedders", "info", "minilm")
     assert proc.returncode == 1 and "known: minilm-l6" in proc.stderr
+
+
+def test_arguments_of_the_wrong_kind_exit_2(isolated_home: Path, tmp_path: Path) -> None:
+    """A file where a folder is asked for, a folder for a file, an empty question or query, a
+    line range that cannot be: usage errors, one line and exit 2 in every command (a name
+    that is not there stays a mistake in what was named: exit 1)."""
+    f = tmp_path / "notes.md"
+    f.write_text("# Notes\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for args, said in (
+            (["status", str(f)], f"{f}: not a folder"),
+            (["index", str(f)], f"{f}: not a folder"),
+            (["watch", str(f)], f"{f}: not a folder"),
+            (["doctor", str(f)], f"{f}: not a folder"),
+            (["ask", ""], "the question is empty"),
+            (["ask", "   ", "--no-rag"], "the question is empty"),
+            (["ask", "hi", "--no-rag", "--system-file", str(folder)],
+             f"{folder}: a folder, not a file"),
+            (["outline", str(folder)], f"{folder}: not a file"),
+            (["get", str(folder)], f"{folder}: not a file"),
+            (["get", f"{f}:0"], "line numbers start at 1, not 0"),
+            (["get", f"{f}:5-2"], "the range 5-2 ends before it starts"),
+            (["eval", str(folder)], f"{folder}: a folder, not a file"),
+            (["search", "--queries", str(folder), "--path", str(tmp_path)],
+             f"{folder}: a folder, not a file"),
+            (["create", "smollm2-135m", str(folder), "x"], f"persona {folder}: a folder"),
+            (["create", "smollm2-135m", str(f), "x", "--rag-index", str(f)],
+             f"--rag-index {f}: not a folder"),
+            (["refs", "", "--path", str(tmp_path)], "'' is not a name")):
+        proc = run_cli(*args, cwd=tmp_path)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith(f"error: {said}") and proc.stderr.count("\n") == 1, \
+            (args, proc.stderr)
+    for args, said in ((["status", str(tmp_path / "nope")], "no such folder"),
+                       (["outline", str(tmp_path / "nope.py")], "no such file"),
+                       (["get", str(tmp_path / "nope.py")], "no such file")):
+        proc = run_cli(*args, cwd=tmp_path)
+        assert proc.returncode == 1 and said in proc.stderr, (args, proc.stderr)
 
 
 def test_index_json_and_search_json(home: Path, corpus: Path) -> None:

@@ -268,9 +268,11 @@ def test_not_indexed_bad_paths_and_several_folders(home: Path, tmp_path: Path) -
     proc = run_cli("status", str(plain))
     assert proc.returncode == 1 and proc.stdout.startswith(f"{plain}  not indexed")
 
-    for bad, why in ((tmp_path / "nope", "no such folder"), (root / "a.md", "not a folder")):
+    # A folder that is not there: exit 1; a file where a folder is asked for: usage, exit 2.
+    for bad, why, rc in ((tmp_path / "nope", "no such folder", 1),
+                         (root / "a.md", "not a folder", 2)):
         proc = run_cli("status", str(bad))
-        assert proc.returncode == 1 and why in proc.stderr and proc.stdout == ""
+        assert proc.returncode == rc and why in proc.stderr and proc.stdout == ""
 
     both = _status(str(root), str(plain), rc=1)
     assert [(s["root"], s["state"]) for s in both] == [(str(root), "current"),

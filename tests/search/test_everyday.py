@@ -193,7 +193,7 @@ def test_ask_without_a_model_uses_the_default(folder: Path) -> None:
 
 def test_empty_question_fails_before_any_model_starts(isolated_home: Path, corpus: Path) -> None:
     proc = run_cli("ask", "   ", "--rag", str(corpus))
-    assert proc.returncode == 1 and "the question is empty" in proc.stderr
+    assert proc.returncode == 2 and "the question is empty" in proc.stderr
     proc = run_cli("sidecars", "list", "--json")
     assert json.loads(proc.stdout) == []
 
