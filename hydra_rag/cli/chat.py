@@ -37,6 +37,12 @@ _TEMP = Annotated[float | None, typer.Option("--temperature", help="Sampling tem
 _MAXTOK = Annotated[int | None, typer.Option("--max-tokens", min=1, help="Answer length cap.")]
 
 
+def _stdin_text() -> str:
+    """All of standard input, as text (bytes that are not UTF-8 replaced, as the REPL reads
+    them)."""
+    return sys.stdin.buffer.read().decode("utf-8", errors="replace").strip()
+
+
 @app.command()
 def chat(
     model: Annotated[str | None, typer.Argument(
@@ -79,10 +85,10 @@ def chat(
 
 @app.command()
 def ask(
-    words: Annotated[list[str], typer.Argument(
+    words: Annotated[list[str] | None, typer.Argument(
         metavar="[MODEL] QUESTION",
         help="The question, after a chat model id or bundle alias if you name one (default: "
-             "setting `default_model`).")],
+             "setting `default_model`); `-` or none: read it from standard input.")] = None,
     rag: _RAG = None,
     rag_all: _RAG_ALL = False,
     rag_tag: _RAG_TAG = None,
@@ -98,12 +104,19 @@ def ask(
     show_context: Annotated[bool, typer.Option(
         "--show-context", help="Print the query searched and the prompt sent.")] = False,
 ) -> None:
-    """One question, one answer (with sources and the citation check)."""
+    """One question, one answer (with sources and the citation check). The question may come
+    on standard input: `echo QUESTION | hydra-rag ask`, or `-` in its place."""
     from hydra_rag.answer.repl import render_checks, render_context, render_sources
 
+    words = list(words or [])
     if len(words) > 2:
         raise typer.BadParameter("give the question as one argument (in quotes), after the "
                                  "model if you name one", param_hint="[MODEL] QUESTION")
+    if not words and sys.stdin.isatty():
+        raise UsageError("give a question: `hydra-rag ask \"QUESTION\"`, or on standard input "
+                         "(`echo QUESTION | hydra-rag ask`)")
+    if not words or words[-1] == "-":
+        words[-1:] = [_stdin_text()]
     model, question = (None, words[0]) if len(words) == 1 else (words[0], words[1])
     if model is not None:
         from hydra_rag.catalog import get_model, load_bundles

@@ -191,6 +191,19 @@ def test_ask_without_a_model_uses_the_default(folder: Path) -> None:
     assert proc.returncode == 1 and "no-such-model" in proc.stderr
 
 
+def test_ask_reads_the_question_from_standard_input(folder: Path) -> None:
+    question = "How often should tomatoes be watered?"
+    for model in ([], ["-"], ["smollm2-135m", "-"]):  # none given, or `-` in its place
+        proc = run_cli("ask", *model, "--rag", str(folder), "--json", *FAST,
+                       input=question + "\n")
+        assert proc.returncode == 0, (model, proc.stderr)
+        out = json.loads(proc.stdout)
+        assert out["retrieval"]["query"] == question, (model, out["retrieval"])
+        assert out["sources"][0]["path"] == "docs/gardening.md"
+    proc = run_cli("ask", "--rag", str(folder), input="  \n")
+    assert proc.returncode == 2 and proc.stderr == "error: the question is empty\n"
+
+
 def test_empty_question_fails_before_any_model_starts(isolated_home: Path, corpus: Path) -> None:
     proc = run_cli("ask", "   ", "--rag", str(corpus))
     assert proc.returncode == 2 and "the question is empty" in proc.stderr
