@@ -53,8 +53,11 @@ def searcher(roots: list[Path], settings: Any, skip_broken: bool = False) -> Any
 
     if not KEEP_SEARCHERS:
         return Searcher(roots, settings, skip_broken=skip_broken)
-    key = (tuple(str(r) for r in roots), settings, skip_broken, _catalog_stamp())
+    key = (tuple(str(r) for r in roots), settings, skip_broken, _catalog_stamp(),
+           _index_stamp(roots))
     found = _SEARCHERS.pop(key, None)
+    for other in [k for k in _SEARCHERS if k[:4] == key[:4]]:  # its index changed since
+        _SEARCHERS.pop(other).close()
     if found is None:
         found = Searcher(roots, settings, skip_broken=skip_broken)
         if found.warnings:
@@ -63,6 +66,22 @@ def searcher(roots: list[Path], settings: Any, skip_broken: bool = False) -> Any
     while len(_SEARCHERS) > _KEPT:
         _SEARCHERS.pop(next(iter(_SEARCHERS))).close()
     return found
+
+
+def _index_stamp(roots: list[Path]) -> tuple[Any, ...]:
+    """What each folder's index is now (its meta.yaml and its folder, as stat sees them): a
+    kept Searcher answers only while they are as it found them, so that a rebuilt, garbled or
+    removed index is met as a fresh process meets it."""
+    out: list[Any] = []
+    for root in roots:
+        for path in (root / ".hydra-index", root / ".hydra-index" / "meta.yaml"):
+            try:
+                st = path.stat()
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(out)
 
 
 def _catalog_stamp() -> tuple[tuple[str, int], ...]:

@@ -37,8 +37,22 @@ class IndexError_(HydraError):
     """An index is missing, corrupt, locked, or does not match the chosen embedder."""
 
 
+class MetaCorrupt(IndexError_):
+    """An index's meta.yaml cannot be read. `problem` says what is wrong without the advice
+    (an index run repairs it from the tables, and says so)."""
+
+    def __init__(self, path: object, why: str, root: object) -> None:
+        self.problem = f"{path} is corrupt ({why})"
+        super().__init__(f"{self.problem} — rebuild it with `hydra-rag index {root} --full`")
+
+
 class IndexLocked(IndexError_):
     """Another process is indexing the same folder."""
+
+
+class IndexFault(IndexError_):
+    """The machine stopped a run (a full disk, a read-only folder, memory exhausted): what
+    happened, what the index kept, what to do."""
 
 
 def yaml_problem(exc: Exception) -> str:

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from hydra_rag.cli.base import app, err, humanize, quiet_stdout, state
 from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.faults import fault, unexpected
 
 # Commands register in this order, which is the order --help lists them in.
 # isort: off
@@ -66,6 +67,13 @@ def run(argv: list[str]) -> int:
     except SystemExit as exc:  # a closed pipe seen by rich (base._Console), or sys.exit(n)
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except Exception as exc:  # the machine's doing (a full disk…), or a bug: one line still
+        if state["debug"]:
+            raise
+        found = fault(exc)
+        line = f"{found[0]}; {found[1]}" if found else unexpected(exc)
+        err.print(Text.assemble(("error:", "red"), f" {line}"), highlight=False)
+        return 1
     finally:
         state["debug"] = False
 

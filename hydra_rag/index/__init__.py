@@ -8,9 +8,9 @@ Offers the front ends: index_folder, dry_run, folder_status/statuses and the rep
 """
 
 from hydra_rag.index.dry_run import dry_run
+from hydra_rag.index.folder import index_folder
 from hydra_rag.index.prepare import chunk_id, text_hash
 from hydra_rag.index.report import DryRunReport, IndexInterrupted, IndexReport, Progress, ProgressFn
-from hydra_rag.index.run import index_folder
 from hydra_rag.index.status import FileStatus, FolderStatus, folder_status, statuses
 from hydra_rag.read.source import recorded_selection, resolve_root
 

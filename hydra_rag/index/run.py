@@ -7,43 +7,32 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from hydra_rag.config import Settings
 from hydra_rag.documents import EXTRACTOR_VERSION
-from hydra_rag.errors import HydraError, IndexLocked
+from hydra_rag.errors import HydraError
 from hydra_rag.index.batches import Batches
 from hydra_rag.index.prepare import Prepared, prepare, read_ahead, symbols_of
 from hydra_rag.index.report import (
     IndexInterrupted,
     IndexReport,
     Progress,
-    ProgressFn,
     long_lines_note,
     unread_note,
 )
 from hydra_rag.index.state import State, diff, stale_analysis
-from hydra_rag.locks import file_lock, lock_holder, lock_label
-from hydra_rag.paths import state_dir
 from hydra_rag.read.source import (
     read_source,
     recorded_secrets,
     recorded_selection,
-    resolve_root,
     walker,
 )
 from hydra_rag.read.walk import Candidate, WalkResult
-from hydra_rag.store import access, rebuild, registry
+from hydra_rag.store import access, rebuild
 from hydra_rag.store.filelist import Light
 from hydra_rag.store.index_dir import FORMAT_VERSION, TABLES, FileEntry, Store, marker
-from hydra_rag.store.lexical import parse_language
 from hydra_rag.store.symbols import SYMBOLS_VERSION
-
-# How long a run waits for a watch's run on the same folder (incremental: seconds, as a rule).
-WATCH_WAIT_S = 600.0
 
 
 class Run(Batches, State):
@@ -55,6 +44,7 @@ class Run(Batches, State):
     _kinds_before: set[str | None]  # the tables that had chunks when the run began (run())
     # the run's --include and --exclude, and whether --include-secrets (index())
     selection: dict[str, Any] | None = None
+    private_text = True  # whether the index may hold a private file's text (index())
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -80,7 +70,15 @@ class Run(Batches, State):
         # and (auto) a private one only if this run writes it whole: rows of a private file
         # that left stay in LanceDB's data files, marked deleted.
         first = not self.store.exists()
-        keep_private = self.settings.index_access == "auto" and access.is_private(self.store.dir)
+        # Whether the index may hold a private file's text: recorded by each run before it
+        # stores a row (an index older than the record: as private as its folder is), so a
+        # first run interrupted before the end does not keep a folder of none private.
+        held = recorded.get("private_text")
+        if not isinstance(held, bool):
+            held = bool(recorded) and access.is_private(self.store.dir)
+        keep_private = (self.settings.index_access == "auto" and not first and held
+                        and access.is_private(self.store.dir))
+        self.private_text = bool(walked.private) or held
         gate = access.wanted(self.settings.index_access, walked.private)
         access.narrow(self.store.dir, gate)
         self.report.dirs = walked.dirs
@@ -93,6 +91,8 @@ class Run(Batches, State):
         self.run(walked, self.load_state(full))  # its light record is dropped past the diff
         store = self.store
         store.journal_path.unlink(missing_ok=True)
+        whole = first or (self.live is not None and self.from_files)
+        self.meta["private_text"] = bool(walked.private) or (held and not whole)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self.meta["extractor_version"] = EXTRACTOR_VERSION  # once every document was read by it
         self.meta["ocr"] = self.docs.ocr_tag
@@ -103,7 +103,6 @@ class Run(Batches, State):
         store.file_list.migrate()
         # Extracted texts no indexed document uses any more (the document changed or left).
         self.docs.prune(store.file_list.document_keys())
-        whole = first or (self.switched and self.from_files)
         if access.settle(store.dir, gate, widen=whole or not keep_private) and keep_private:
             self.report.notes.append(
                 f"{store.dir} stays private: it may still hold text of a private file that "
@@ -179,6 +178,7 @@ class Run(Batches, State):
             # Written with meta.yaml before any row: a run that resumes this one, interrupted,
             # walks the same files.
             self.meta["selection"] = self.selection
+        self.meta["private_text"] = self.private_text
         changed, removed, skipped = d.reread, d.removed, d.skipped
         files = self.files
         wanted = [r for r in (*d.changed, *d.removed, *(c.rel for c in d.touched)) if r not in files]
@@ -356,60 +356,3 @@ class Run(Batches, State):
         return prepare(cand, src, self.clients[self.embedders[src.kind].id].fits,
                        self.analysis[src.kind].document, keep_document=self.ctx is not None)
 
-
-def index_folder(
-    root: Path,
-    settings: Settings,
-    include: list[str] | None = None,
-    exclude: list[str] | None = None,
-    full: bool = False,
-    tags: list[str] | None = None,
-    wait: float = 0.0,
-    progress: ProgressFn | None = None,
-    repair: bool = False,
-    language: str | None = None,
-    contextualize: bool | None = None,
-    stop: Callable[[], bool] | None = None,
-    holder: str = "index",
-    include_secrets: bool | None = None,
-) -> IndexReport:
-    """Bring `root/.hydra-index` up to date with the folder; returns what was done. `stop`
-    is asked after each stored batch: True ends the run there, with a whole index. `holder`
-    says who holds the folder's lock while it runs (a run finds a watch's lock and waits for
-    it, up to WATCH_WAIT_S). `include_secrets` lets private keys and credentials in (None:
-    as the folder's last run chose)."""
-    t0 = time.monotonic()
-    root = resolve_root(root)
-    say = progress or (lambda _p: None)
-    store = Store(root)
-    access.create(store.dir)
-    state_dir()  # sidecars started for this run log there: private before they do
-    with ExitStack() as locks:
-        held = locks.enter_context(file_lock(store.lock_path, wait, holder))
-        if not held and lock_label(store.lock_path) == "watch" and holder != "watch":
-            # A watch's runs are short and incremental: wait for this one rather than fail.
-            say(Progress("lock", message=f"waiting for `hydra-rag watch` (pid "
-                                         f"{lock_holder(store.lock_path) or '?'}), which is "
-                                         f"indexing {root}"))
-            held = locks.enter_context(file_lock(store.lock_path, max(wait, WATCH_WAIT_S), holder))
-        if not held:
-            pid = lock_holder(store.lock_path)
-            what = ("`hydra-rag watch`" if lock_label(store.lock_path) == "watch"
-                    else "`hydra-rag index`")
-            raise IndexLocked(
-                f"another {what} (pid {pid or '?'}) is updating {root}; "
-                "wait for it to finish, or pass --wait SECONDS"
-            )
-        if language and language != "auto":
-            parse_language(language)  # a typo fails here, before a rebuild could drop anything
-        run = Run(root, settings, say, language, contextualize)
-        run.stop_requested = stop
-        try:
-            report = run.index(include, exclude, full, repair, include_secrets)
-        except KeyboardInterrupt:
-            raise run.interrupted() from None
-        finally:
-            run.docs.close()
-    registry.register(root, tags)
-    report.elapsed_s = round(time.monotonic() - t0, 3)
-    return report

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from hydra_rag.catalog import Embedder, foreign_for
 from hydra_rag.config import Settings, chosen_embedder, table_embedder
 from hydra_rag.documents import EXTRACTOR_VERSION, OCR_FORMATS, format_of
-from hydra_rag.errors import HydraError, IndexError_
+from hydra_rag.errors import HydraError, IndexError_, MetaCorrupt
 from hydra_rag.index.contextualize import Contextualizer
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
 from hydra_rag.read.chunk import CHUNKER_VERSION, heading, with_context
@@ -104,7 +104,8 @@ class State:
                     # Tables without sections were chunked by an older chunker.
                     sections = all(store.has_column(t, "section") for t in recorded)
                     meta["chunker_version"] = CHUNKER_VERSION if sections else 1
-                    self.report.repaired.append(f"{exc}; rebuilt it from the tables")
+                    said = exc.problem if isinstance(exc, MetaCorrupt) else str(exc)
+                    self.report.repaired.append(f"{said}: rebuilt it from the tables")
                 else:
                     reason = f"{exc} and the tables do not say which embedder built them"
         ctx_model = context_model(meta, self.settings, self.contextualize)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.config import Settings, table_embedder
-from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.errors import HydraError, MetaCorrupt, UsageError
 from hydra_rag.index.state import (
     Diff,
     context_model,
@@ -156,7 +156,8 @@ def folder_status(path: Path, settings: Settings, include: list[str] | None = No
         if problem is None and store.journal_path.exists():
             status.repair = ("an index run was interrupted, or is running now: the next "
                              "`hydra-rag index` checks the index and completes it")
-        status.rebuild = _rebuild(root, store, meta, recorded, walked, settings) or None
+        status.rebuild = None if problem and store.meta_path.is_file() and recorded \
+            else _rebuild(root, store, meta, recorded, walked, settings) or None
         if d.current and not status.rebuild and not status.repair:
             status.state = CURRENT
     if files:
@@ -172,6 +173,17 @@ def _read(store: Store) -> tuple[dict[str, Any], dict[str, FileEntry], str | Non
             meta = store.read_meta()
             generation = store.generation
             recorded = store.read_files()
+        except MetaCorrupt as exc:
+            # An index run rebuilds meta.yaml from the tables (which name their embedder) and
+            # keeps every file: what it would index is files.db's diff, as for any run.
+            if not all(store.table_embedder(t) for t in store.table_names()):
+                return {}, {}, f"{exc.problem}: the next `hydra-rag index` rebuilds the index"
+            try:
+                recorded = store.read_files()
+            except HydraError:
+                recorded = {}
+            return {}, recorded, (f"{exc.problem}: the next `hydra-rag index` rebuilds it "
+                                  "from the tables, re-embedding nothing")
         except HydraError as exc:
             return {}, {}, f"{exc} (the next `hydra-rag index` repairs it, or rebuilds)"
         fresh = Store(store.root)

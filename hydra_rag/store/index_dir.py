@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from hydra_rag.errors import HydraError, IndexError_, yaml_problem
+from hydra_rag.errors import HydraError, IndexError_, MetaCorrupt, yaml_problem
 from hydra_rag.locks import write_atomic
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.read.chunk import CHUNKER_VERSION
@@ -260,15 +260,12 @@ class Store:
         try:
             meta = yaml.safe_load(self.meta_path.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise IndexError_(f"{self.meta_path} is corrupt ({yaml_problem(exc)}) — rebuild it "
-                              f"with `hydra-rag index {self.root} --full`") from None
+            raise MetaCorrupt(self.meta_path, yaml_problem(exc), self.root) from None
         if not isinstance(meta, dict) or not isinstance(meta.get("tables", {}), dict):
-            raise IndexError_(f"{self.meta_path} is corrupt (not a mapping with 'tables') — "
-                              f"rebuild it with `hydra-rag index {self.root} --full`")
+            raise MetaCorrupt(self.meta_path, "not a mapping with 'tables'", self.root)
         generation = meta.get("generation", 0)
         if not isinstance(generation, int) or generation < 0:
-            raise IndexError_(f"{self.meta_path} is corrupt (generation {generation!r}) — "
-                              f"rebuild it with `hydra-rag index {self.root} --full`")
+            raise MetaCorrupt(self.meta_path, f"generation {generation!r}", self.root)
         if self._generation is None:
             self._generation = generation
         return meta

@@ -93,3 +93,25 @@ def test_its_folder_must_be_private(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     folder.chmod(0o755)  # another account could reach a socket in it
     assert not private_dir(folder, create=False)
+
+
+def test_a_garbled_or_removed_index_is_met_warm_as_a_fresh_process_meets_it(
+        warm_folder: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The warm process had kept the Searcher it made before meta.yaml was garbled, and went
+    on answering from it (exit 0) while a fresh process said the file is corrupt (exit 1)."""
+    args = ["search", "connection adapters", "--path", str(warm_folder)]
+    os.chdir(warm_folder)
+    assert forward(args)[0] == 0  # its Searcher for this folder is kept
+    meta = warm_folder / ".hydra-index/meta.yaml"
+    meta.write_text("tables: [oops: {\n")
+    index = warm_folder / ".hydra-index"
+    for step in ("garbled", "removed"):
+        if step == "removed":
+            index.rename(warm_folder.parent / "gone")
+        fresh = run_cli(*args, cwd=warm_folder, env={"HYDRA_RAG_WARM_MINUTES": "0"})
+        assert fresh.returncode == 1 and fresh.stderr.startswith("error: "), fresh.stderr
+        capfd.readouterr()
+        rc, why = forward(args)
+        got = capfd.readouterr()
+        assert rc is not None, f"not answered warm: {why!r}"
+        assert (rc, got.out, got.err) == (fresh.returncode, fresh.stdout, fresh.stderr), step

@@ -89,6 +89,27 @@ def test_index_is_no_wider_than_its_files(home: Path, shared_folder: Path,
     assert {p: _mode(p) for p in folders_under(gate)} == dict.fromkeys(folders_under(gate), 0o755)
 
 
+def test_an_interrupted_first_index_of_shared_files_is_not_kept_private(
+        home: Path, shared_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in a first index left the folder 0o700, which the next run took for an index
+    that once held a private file: it stayed private, with a note to rebuild it."""
+    from hydra_rag.index import IndexInterrupted, Progress
+
+    monkeypatch.delenv("HYDRA_RAG_INDEX_ACCESS", raising=False)
+
+    def ctrl_c(p: Progress) -> None:
+        if p.stage == "embed":
+            raise KeyboardInterrupt
+
+    with pytest.raises(IndexInterrupted):
+        index_folder(shared_folder, load_settings(), progress=ctrl_c)
+    gate = shared_folder / ".hydra-index"
+    assert _mode(gate) == 0o700  # private until a run ends
+    rep = index_folder(shared_folder, load_settings())
+    assert not [n for n in rep.notes if "private" in n], rep.notes
+    assert _mode(gate) == 0o755
+
+
 def test_a_new_index_of_a_private_file_is_never_wide(home: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_tree(tmp_path / "p", {"notes.md": "salary: 100\n"})
