@@ -156,21 +156,28 @@ def search(
 
 
 def _vimgrep(hits: list[Any], query: str) -> None:
-    """`path:line:column:text` per matching line (column in bytes, from 1, as grep tools and
-    vim count); a hit found by meaning alone gives its first line. Paths are relative to the
-    working folder when under it, else absolute: what an editor started here opens."""
+    """`path:line:column:text` once per matching line of the hits, best hit first (column in
+    bytes, from 1, as grep tools and vim count; a line two overlapping chunks share, once).
+    Only when no hit holds a matching line (a question found by meaning alone) does each hit
+    give its best line. Paths are relative to the working folder when under it, else
+    absolute: what an editor started here opens."""
     import os
 
-    from hydra_rag.search.evidence import matching_lines
+    from hydra_rag.search.evidence import grep_lines, matching_lines
 
     here = Path.cwd()
-    for h in hits:
+    found = [(h, grep_lines(h.text, h.line_start, query)) for h in hits]
+    if not any(lines for _, lines in found):
+        found = [(h, matching_lines(h.text, h.line_start, query, limit=1, whole=True))
+                 for h in hits]
+    seen: set[tuple[Path, int]] = set()
+    for h, lines in found:
         full = Path(h.store) / h.path
         shown = os.path.relpath(full, here) if full.is_relative_to(here) else str(full)
-        lines = matching_lines(h.text, h.line_start, query, whole=True)
-        if not any(line.spans for line in lines):
-            lines = lines[:1]
         for line in lines:
+            if (full, line.number) in seen:
+                continue
+            seen.add((full, line.number))
             at = line.spans[0][0] if line.spans else 0
             column = len(line.text[:at].encode("utf-8")) + 1
             sys.stdout.write(f"{shown}:{line.number}:{column}:{line.text}\n")

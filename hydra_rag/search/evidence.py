@@ -2,7 +2,7 @@
 
 - `matching_lines`: the lines of a chunk that hold the query's words (or its exact string),
   best first, with the character spans to highlight; what `search` shows instead of the
-  chunk's first lines.
+  chunk's first lines. `grep_lines`: only those that match as grep means it (--vimgrep).
 - `coverage`: the share of the query's content words a text holds.
 - `weak`: a hit that neither holds the query's words (BM25 with enough of them, the literal or
   a rare name) nor is close in meaning (cosine at least the embedder's `min_similarity`). The
@@ -163,6 +163,27 @@ def matching_lines(text: str, line_start: int, query: str, limit: int = MAX_LINE
         return [clip(x) for x in plain[:limit]]
     best = sorted(scored)[:limit]
     return [clip(line) for _, _, line in sorted(best, key=lambda t: t[1])]
+
+
+def grep_lines(text: str, line_start: int, query: str) -> list[Line]:
+    """The lines of a chunk that match the query as grep tools mean a match, in file order:
+    each holding its exact string (or a name it names verbatim), or — for a query of several
+    words — every one of its content words; a line holding only some of them is not one
+    (`_clip` for `clip around`), nor are the parts of a name typed whole (`clip_around`). For
+    `search --vimgrep`, which prints one line per matching line, as `rg --vimgrep` does."""
+    terms = set(query_terms(query))
+    needles = [re.compile(re.escape(n), re.IGNORECASE) for n in _needles(query)]
+    by_words = bool(terms) and (len(query.split()) > 1 or not needles)
+    out = []
+    for i, raw in enumerate(text.splitlines()):
+        spans = [m.span() for n in needles for m in n.finditer(raw)]
+        if not spans and by_words:
+            parts = [(a, b, stem) for a, b, stem in _parts(raw) if stem in terms]
+            if {stem for _, _, stem in parts} == terms:
+                spans = [(a, b) for a, b, _ in parts]
+        if spans:
+            out.append(Line(line_start + i, raw, tuple(sorted(set(spans)))))
+    return out
 
 
 def clip_around(text: str, at: int, width: int) -> tuple[str, int]:

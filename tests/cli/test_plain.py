@@ -88,6 +88,27 @@ def test_vimgrep_lines_and_links_on_a_terminal(home: Path, tmp_path: Path) -> No
     assert "\x1b]8;" not in on_terminal(TERM="linux")
 
 
+def test_vimgrep_prints_one_line_per_matching_line(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "proj", {
+        "text.py": ("def clip_around(text, at, width):\n    return text[at:width]\n\n\n"
+                    "def _clip(line):\n    return clip_around(line, 0, LINE_CHARS)\n\n\n"
+                    "LINE_CHARS = 160  # around its first match\n"),
+        "show.py": "def show(line):\n    print(_clip(line))  # cut to the width\n",
+        "notes.md": "# Clipping\n\nLong lines are cut around the first match.\n",
+    })
+    assert run_cli("index", str(root)).returncode == 0
+    # Every file is a hit, but two lines hold the name: two lines, as `rg --vimgrep` prints.
+    proc = run_cli("search", "clip_around", "--vimgrep", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ("text.py:1:5:def clip_around(text, at, width):\n"
+                           "text.py:6:12:    return clip_around(line, 0, LINE_CHARS)\n"), \
+        proc.stdout
+    # Found by meaning alone (no line holds every word): each hit's best line, once.
+    proc = run_cli("search", "shortening strings", "--vimgrep", "-k", "2", cwd=root)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and len(lines) == 2 and len(set(lines)) == 2, proc.stdout
+
+
 # Every command that takes a folder, given one that is not there.
 _NAMES_A_FOLDER = [("index", "{}"), ("status", "{}"), ("watch", "{}"), ("doctor", "{}"),
                    ("search", "x", "--path", "{}"), ("def", "x", "--path", "{}"),

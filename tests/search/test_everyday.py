@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli, write_tree
 from hydra_rag.paths import store_names
-from hydra_rag.search.evidence import coverage, matching_lines, query_terms, weak
+from hydra_rag.search.evidence import coverage, grep_lines, matching_lines, query_terms, weak
 from hydra_rag.search.excerpt import parse_spec
 
 FAST = ["--max-tokens", "24", "--top-k", "3", "--temperature", "0"]
@@ -63,6 +63,27 @@ def test_matching_lines_pick_the_lines_with_the_words() -> None:
     assert len(got.text) <= 162 and "needle" in got.text
     a, b = got.spans[0]
     assert got.text[a:b] == "needle"
+
+
+CLIP = ("def clip_around(text, at, width):\n"  # 1
+        "    return text[at:width]\n"
+        "def _clip(line):\n"  # 3: one of the words only
+        "    cut = clip_around(line, 0, LINE_CHARS)\n"  # 4
+        "LINE_CHARS = 160  # around its first match\n"  # 5: the other word only
+        "# Clip the text around a position.\n")  # 6: both words, apart
+
+
+@pytest.mark.parametrize(("query", "lines"), [
+    ("clip_around", [(1, 4), (4, 10)]),  # the name: where it is written
+    ("clip around", [(1, 4), (4, 10), (6, 2)]),  # words: lines holding every one of them
+    ("CLIP_AROUND", [(1, 4), (4, 10)]),  # case aside, as rg -i
+    ("the width", [(1, 26), (2, 19)]),  # a stopword is no word to hold
+    ("how does the chunker split lines", []),  # meaning alone: no line matches
+])
+def test_grep_lines_are_the_lines_that_match(query: str, lines: list[tuple[int, int]]) -> None:
+    got = grep_lines(CLIP, 1, query)
+    assert [(line.number, line.spans[0][0]) for line in got] == lines
+    assert all(line.text == CLIP.splitlines()[line.number - 1] for line in got)  # whole
 
 
 def test_coverage_and_weak() -> None:
