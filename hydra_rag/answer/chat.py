@@ -262,4 +262,12 @@ class Chat:
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
         if self.save_enabled:
-            sessions.save(self.doc)
+            try:
+                sessions.save(self.doc)
+            except OSError as exc:  # the answer stands; the saved session is as it was
+                from hydra_rag.faults import fault
+
+                what, todo = fault(exc) or (f"{exc.strerror or exc}".lower(), "")
+                result.notes.append(f"this turn was not saved to the session ({what}"
+                                    f"{'; ' + todo if todo else ''}); the session keeps "
+                                    "the turns saved before")

@@ -47,6 +47,24 @@ def _error(exc: Exception) -> JSONResponse:
     return JSONResponse({"error": {"message": str(exc), "type": kind}}, status_code=status)
 
 
+def _failure(exc: Exception, path: str) -> JSONResponse:
+    """What the machine did (a full disk, a removed folder: 503, it may pass) or an unforeseen
+    error (500), in one line to the client and one on stderr; the traceback only with
+    `hydra-rag --debug serve`."""
+    from hydra_rag.cli.base import say, state
+    from hydra_rag.faults import fault, unexpected
+
+    found = fault(exc)
+    line = f"{found[0]}; {found[1]}" if found else unexpected(exc)
+    say(f"error: {path}: {line}")
+    if state["debug"]:
+        import traceback
+
+        traceback.print_exception(exc)
+    return JSONResponse({"error": {"message": line, "type": "server_error"}},
+                        status_code=503 if found else 500)
+
+
 async def _json(request: Request) -> Any:
     try:
         return json.loads(await request.body())
@@ -86,6 +104,8 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
                 return result
             except (HydraError, ValueError) as exc:
                 return _error(exc)
+            except Exception as exc:
+                return _failure(exc, request.url.path)
         return run
 
     async def search(request: Request) -> Response:

@@ -20,9 +20,10 @@ from hydra_rag.faults import fault, fault_errno, unexpected
 from hydra_rag.index import folder_status
 
 
-def _mount(at: Path, size: str) -> None:
+def _mount(at: Path, size: str, mode: str = "755") -> None:
     at.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(at)],
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode={mode}", "tmpfs",
+                           str(at)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         if os.environ.get("CI"):
@@ -42,13 +43,13 @@ def disk(tmp_path: Path) -> Iterator[Path]:
 def _fill(disk: Path, leave: int) -> Path:
     """Fill the disk to its last block, then free `leave` bytes of it."""
     filler = disk / "filler"
-    with open(filler, "wb") as f:
-        try:
+    try:
+        with open(filler, "wb") as f:
             while True:
-                f.write(b"\0" * 65536)
+                f.write(b"\0" * 4096)
                 f.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
     os.truncate(filler, max(0, filler.stat().st_size - leave))
     return filler
 
@@ -144,6 +145,28 @@ def test_a_garbled_meta_yaml_is_said_once_and_repaired_from_the_tables(
     assert isinstance(yaml.safe_load(meta.read_text())["tables"], dict)
 
 
+def test_a_full_disk_keeps_a_chat_answer_and_the_turns_saved_before(
+        isolated_home: Path, tmp_path: Path) -> None:
+    root = _notes(tmp_path / "proj", 2, "harbour")
+    assert run_cli("index", str(root)).returncode == 0
+    sessions = isolated_home / "state" / "sessions"
+    _mount(sessions, "1m", mode="700")
+    try:
+        chat = ["chat", "--rag", str(root), "--session", "log", "--max-tokens", "12"]
+        proc = run_cli(*chat, input="Which storm did the keeper log?\n")
+        assert proc.returncode == 0, proc.stderr
+        saved = (sessions / "log.json").read_text()
+        _fill(sessions, 0)
+        proc = run_cli(*chat, input="What lamp was lit?\n")
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stdout.strip()  # the answer is shown
+        assert "note: this turn was not saved to the session (the disk is full; free some "\
+               "space); the session keeps the turns saved before" in proc.stdout, proc.stdout
+        assert (sessions / "log.json").read_text() == saved
+    finally:
+        subprocess.run(["umount", "-l", str(sessions)], check=False)
+
+
 # -- pure ----------------------------------------------------------------------------------
 
 
@@ -184,3 +207,16 @@ def test_an_unforeseen_failure_is_one_line_and_a_traceback_with_debug(
                    "shows the traceback)\n")
     with pytest.raises(RuntimeError):
         cli.run(["--debug", "status", "."])
+
+
+def test_serve_answers_a_fault_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from hydra_rag.serve.app import _failure
+
+    resp = _failure(OSError(errno.ENOSPC, "No space left on device", "/h/state/x"), "/v1/chat")
+    assert resp.status_code == 503
+    assert resp.body == (b'{"error":{"message":"the disk is full (/h/state/x); free some space",'
+                         b'"type":"server_error"}}')
+    assert capsys.readouterr().err == "error: /v1/chat: the disk is full (/h/state/x); free some " \
+                                      "space\n"
+    resp = _failure(RuntimeError("boom"), "/api/search")
+    assert resp.status_code == 500 and b"unexpected RuntimeError: boom" in resp.body
