@@ -68,11 +68,17 @@ def refs(name: NAME, path: PATHS = None, all_: ALL = False, tag: TAGS = None,
     else:
         for row in found["results"]:
             _write(f"{_where(row, len(roots) > 1)}:{row['line']}: {row['text']}")
-        if found["total"] > MAX_RESULTS:
-            say(f"({found['total']} uses; the first {MAX_RESULTS} shown)")
+        # The total on stderr: stdout stays one `path:line: text` per use, for editors.
+        total, others = found["total"], found["others"]
+        said = (f"{total} use{'' if total == 1 else 's'} of {found['name']}"
+                + (f"; the first {MAX_RESULTS} shown" if total > MAX_RESULTS else "")
+                if total else f"{name}: used nowhere in {', '.join(map(str, roots))}")
+        if others["total"]:
+            said += (f" ({others['total']} through other modules not counted: "
+                     + ", ".join(f"{t}.{found['name']}" for t in others["through"][:3])
+                     + (", …" if len(others["through"]) > 3 else "") + ")")
+        say(said)
     if not found["results"]:
-        if not as_json:
-            say(f"{name}: used nowhere in {', '.join(map(str, roots))}")
         raise typer.Exit(1)
 
 

@@ -142,11 +142,14 @@ class Symbol:
 
 @dataclass(frozen=True)
 class Reference:
-    """A use of a name: a call, a type or class named, an implementation."""
+    """A use of a name: a call, a type or class named, an implementation; `through` is what
+    it is reached through, dotted (`re` for `re.escape(…)`, `self.adapter`, `crate.util` for
+    `crate::util::escape`), "" for a bare use."""
 
     name: str
     line: int
     kind: str
+    through: str = ""
 
 
 def language_of(path: str, head: str = "") -> str | None:
@@ -225,7 +228,8 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
                 key = (name.start_byte, name.end_byte)
                 if key not in seen_refs:
                     seen_refs.add(key)
-                    refs.append(Reference(_text(name), name.start_point[0] + 1, kind))
+                    refs.append(Reference(_text(name), name.start_point[0] + 1, kind,
+                                          _through(name)))
     # A function expression named like the property it is assigned to (`res.json = function
     # json(…)`): one definition, not a second one inside the first.
     for node_id, (node, name, _) in list(defs.items()):
@@ -241,6 +245,27 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     symbols = [_symbol(node, name, kind, defs) for node, name, kind in defs.values()] + macros
     symbols.sort(key=lambda s: (s.line_start, s.name_line, s.name))
     return symbols, refs
+
+
+# The field that holds what a name is reached through, per grammar: Python's attribute and
+# JavaScript's member expression (object), Go's selector (operand) and qualified type
+# (package), Rust's field (value) and path (path), C++'s field (argument) and qualified name
+# (scope), Ruby's call (receiver).
+_THROUGH = ("object", "operand", "package", "value", "path", "argument", "scope", "receiver")
+MAX_THROUGH = 80  # characters kept of it (a long chain of calls tells no more)
+
+
+def _through(name: Any) -> str:
+    """What a used name is reached through (`re` in `re.escape`), dotted; "" for none."""
+    parent = name.parent
+    if parent is None:
+        return ""
+    for field in _THROUGH:
+        node = parent.child_by_field_name(field)
+        if node is not None and node.end_byte <= name.start_byte:
+            text = " ".join(_text(node).split()).replace("::", ".").replace("->", ".")
+            return text[:MAX_THROUGH]
+    return ""
 
 
 def _in_macro(name: Any, kind: str) -> Symbol:

@@ -98,6 +98,21 @@ def _in_module(e: Entry, scope: str) -> bool:
     return stem == last or PurePosixPath(e.path).parent.name == last and stem == "__init__"
 
 
+def one_of(use: Entry, defs: list[Entry]) -> bool:
+    """Whether a use of a name may be one of these definitions of it: a bare use; one through
+    an object when a definition is a method or nested (any object may hold one); one through
+    a module or package of the project's own (the file or a folder a definition is in, Rust's
+    `crate` and `super`). Not `re.escape(…)` nor `foo.escape(…)` when the project's `escape`
+    is a function of its own module. With no definition here (another's name), every use."""
+    if not use.scope or not defs:
+        return True
+    if any(d.scope or d.kind == "method" for d in defs):
+        return True
+    last = use.scope.rsplit(".", 1)[-1]
+    return last in ("crate", "super") or any(
+        last in PurePosixPath(d.path).with_suffix("").parts for d in defs)
+
+
 def holding(e: Entry, chunks: list[tuple[int, int, str]]) -> str | None:
     """The id of the chunk (line_start, line_end, id) that holds a definition: one with the
     line of its name, the most of its lines, and its first line."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import store_names
-from hydra_rag.search.definitions import BARE, Wanted, aside, defined, wanted
+from hydra_rag.search.definitions import BARE, Wanted, aside, defined, one_of, wanted
 from hydra_rag.store.index_dir import Store
 from hydra_rag.store.symbols import Entry
 
@@ -73,16 +73,28 @@ def definitions(roots: list[Path], name: str) -> dict[str, Any]:
 
 def references(roots: list[Path], name: str) -> dict[str, Any]:
     """Where `name` is used (called, named as a type or class, implemented), file by file,
-    tests and examples last: `{"name", "results": [...], "total"}`; at most MAX_RESULTS."""
+    tests and examples last: `{"name", "results": [...], "total", "others"}`; at most
+    MAX_RESULTS. When these folders define the name, a use through a module that is not
+    theirs (`re.escape` for their own `escape` function) is another's name: counted apart in
+    `others` (`{"total", "through": [what they are reached through, up to 10]}`), not among
+    the uses."""
     w = asked(name)
     names, lines = store_names(roots), _Lines()
-    found = []
-    for root, store in _stores(roots):
-        found += [(root, e) for e in store.file_list.references(w.name) if e.name == w.name]
+    stores = _stores(roots)
+    defs = [e for _, store in stores for e in store.file_list.definitions(w.name)
+            if e.name == w.name]
+    found: list[tuple[Path, Entry]] = []
+    others: list[tuple[Path, Entry]] = []
+    for root, store in stores:
+        for e in store.file_list.references(w.name):
+            if e.name == w.name:
+                (found if one_of(e, defs) else others).append((root, e))
     found.sort(key=lambda re_: (aside(re_[1].path), str(re_[0]), re_[1].path,
                                 re_[1].name_line))
+    through = sorted({e.scope for _, e in others})
     return {"name": name.strip(), "total": len(found),
-            "results": [_row(r, names, e, lines) for r, e in found[:MAX_RESULTS]]}
+            "results": [_row(r, names, e, lines) for r, e in found[:MAX_RESULTS]],
+            "others": {"total": len(others), "through": through[:10]}}
 
 
 def outline(roots: list[Path], path: str) -> dict[str, Any]:

@@ -99,7 +99,8 @@ def build(scope: Scope) -> Any:
         "Where a name is used in the user's code: calls, types and classes named, "
         "implementations, parsed from the source. Returns results (path, store_name, line, "
         "kind: call, type, class…, text of the line), file by file, tests last (at most 200), "
-        "and total."))
+        "and total; uses through another module (re.escape where the code defines its own "
+        "escape function) are counted apart, in others."))
     async def references(
         name: Annotated[str, Field(description="The name, as code writes it.")],
         paths: Annotated[list[str] | None, Field(

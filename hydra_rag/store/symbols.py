@@ -17,14 +17,16 @@ from hydra_rag.read.symbols import Reference, Symbol
 
 # Bumped when parsing changes what it finds: an index made before is parsed again (no
 # embedding) by its next run (hydra_rag.index.run: symbols are back-filled).
-SYMBOLS_VERSION = 2  # 2: Rust items in macros; `x.f = function f` once
+# 2: Rust items in macros; `x.f = function f` once. 3: what a use is reached through.
+SYMBOLS_VERSION = 3
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (
     rel TEXT NOT NULL,
     name TEXT NOT NULL,
     kind TEXT NOT NULL,  -- function, class… for a definition; call, type… for a reference
-    scope TEXT NOT NULL,  -- the definitions around it, dotted ("" for a reference)
+    scope TEXT NOT NULL,  -- the definitions around it, dotted; for a reference what it is
+                          -- reached through (`re` for re.escape), "" when used bare
     line_start INTEGER NOT NULL,
     line_end INTEGER NOT NULL,
     name_line INTEGER NOT NULL,
@@ -83,7 +85,7 @@ def _rows(rel: str, defs: list[Symbol], refs: list[Reference]) -> Iterable[tuple
     for s in defs:
         yield rel, s.name, s.kind, s.scope, s.line_start, s.line_end, s.name_line, 1
     for r in refs:
-        yield rel, r.name, r.kind, "", r.line, r.line, r.line, 0
+        yield rel, r.name, r.kind, r.through, r.line, r.line, r.line, 0
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:

@@ -142,6 +142,24 @@ def test_references_are_uses_not_definitions() -> None:
     assert ("build", 6) in {(r.name, r.line) for r in refs}
 
 
+@pytest.mark.parametrize(("lang", "text", "uses"), [
+    ("python", "re.escape(s)\nescape(s)\nself.adapter.send(x)\nfoo().escape(1)\n",
+     [("escape", 1, "re"), ("escape", 2, ""), ("send", 3, "self.adapter"), ("foo", 4, ""),
+      ("escape", 4, "foo()")]),
+    ("javascript", "utils.escape(s);\nescape(s);\nthis.send(x);\n",
+     [("escape", 1, "utils"), ("escape", 2, ""), ("send", 3, "this")]),
+    ("go", "package main\nfunc f() { strings.Replace(a); helper() }\n",
+     [("Replace", 2, "strings"), ("helper", 2, "")]),
+    ("java", "class A { void f() { Util.escape(s); escape(s); } }\n",
+     [("escape", 1, "Util"), ("escape", 1, "")]),
+    ("cpp", "void f() { p->send(1); escape(3); }\n", [("send", 1, "p"), ("escape", 1, "")]),
+])
+def test_a_use_knows_what_it_is_reached_through(lang: str, text: str,
+                                                 uses: list[tuple[str, int, str]]) -> None:
+    _, refs = parse(text, lang)
+    assert [(r.name, r.line, r.through) for r in refs] == uses
+
+
 def test_languages() -> None:
     assert language_of("x/y.tsx") == "tsx"
     assert language_of("include/z.h") == "cpp"

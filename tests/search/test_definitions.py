@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from conftest import run_cli, write_tree
-from hydra_rag.search.definitions import Wanted, wanted
+from hydra_rag.search.definitions import Wanted, one_of, wanted
 from hydra_rag.store.index_dir import Store
+from hydra_rag.store.symbols import Entry
 
 HELPER = '''"""Proxy helpers."""
 
@@ -125,6 +126,7 @@ def test_def_refs_outline(project: Path) -> None:
     lines = proc.stdout.splitlines()
     assert lines[0] == "src/net/utils.py:16: if should_bypass_proxies(url, no_proxy):"
     assert len(lines) == 9 and all(ln.startswith("tests/test_utils.py:") for ln in lines[1:])
+    assert proc.stderr == "9 uses of should_bypass_proxies\n"  # the total, as README says
     proc = run_cli("outline", str(project / "src/net/sessions.py"), "--json")
     doc = json.loads(proc.stdout)
     assert doc["language"] == "python"
@@ -139,6 +141,64 @@ def test_def_refs_outline(project: Path) -> None:
                              (["outline", "docs/missing.py"], 1, "docs/missing.py: no such file")):
         proc = run_cli(*args, cwd=project)
         assert proc.returncode == code and said in proc.stderr, (args, proc.stderr)
+
+
+MARKUP = ('"""Markup."""\n\n\ndef escape(text):\n    """HTML-escape text."""\n'
+          '    return text.replace("<", "&lt;")\n')
+VIEW = ("import re\n\nfrom app import markup\nfrom app.markup import escape\n\n\n"
+        "def render(title, pattern, foo, client):\n"
+        "    a = escape(title)\n"  # 8: the project's own
+        "    b = markup.escape(title)\n"  # 9: through its own module
+        "    c = re.escape(pattern)\n"  # 10: another's escape
+        "    d = foo.escape(title)\n"  # 11: some object's, not this function
+        "    return client.session.send(a + b + c + d)\n")  # 12: a method, any object's
+SESSION_SEND = "class Session:\n    def send(self, data):\n        return self.send_raw(data)\n"
+
+
+def _entry(path: str, scope: str, kind: str, definition: bool) -> Entry:
+    return Entry(path, "escape", kind, scope, 1, 1, 1, definition)
+
+
+FUNCTION = [_entry("src/app/markup.py", "", "function", True)]
+METHOD = [_entry("src/app/markup.py", "Markup", "method", True)]
+
+
+@pytest.mark.parametrize(("through", "defs", "counts"), [
+    ("", FUNCTION, True),  # a bare use
+    ("markup", FUNCTION, True),  # through its own module
+    ("app", FUNCTION, True),  # through its package
+    ("app.markup", FUNCTION, True),
+    ("re", FUNCTION, False),  # another module's escape
+    ("foo", FUNCTION, False),  # an object's: not a function of a module
+    ("self", FUNCTION, False),
+    ("crate", FUNCTION, True),  # Rust's path to the crate's own module
+    ("foo", METHOD, True),  # a method: any object may hold one
+    ("re", [], True),  # defined nowhere here: every use of the name
+])
+def test_a_use_is_one_of_the_projects_own(through: str, defs: list[Entry], counts: bool) -> None:
+    assert one_of(_entry("src/view.py", through, "call", False), defs) is counts
+
+
+def test_refs_counts_the_projects_own_name(home: Path, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "app", {"app/markup.py": MARKUP, "app/view.py": VIEW,
+                                         "app/session.py": SESSION_SEND})
+    assert run_cli("index", str(root)).returncode == 0
+    proc = run_cli("refs", "escape", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ("app/view.py:8: a = escape(title)\n"
+                           "app/view.py:9: b = markup.escape(title)\n"), proc.stdout
+    assert proc.stderr == ("2 uses of escape (2 through other modules not counted: "
+                           "foo.escape, re.escape)\n"), proc.stderr
+    doc = json.loads(run_cli("refs", "escape", "--json", cwd=root).stdout)
+    assert doc["total"] == 2 and doc["others"] == {"total": 2, "through": ["foo", "re"]}
+    assert [(r["line"], r["scope"], r["qualified"]) for r in doc["results"]] == [
+        (8, "", "escape"), (9, "markup", "markup.escape")]
+    # A method is reached through any object: every use counts.
+    doc = json.loads(run_cli("refs", "send", "--json", cwd=root).stdout)
+    assert [r["line"] for r in doc["results"]] == [12] and doc["others"]["total"] == 0
+    # A name the folder does not define is another's: every use of it counts.
+    doc = json.loads(run_cli("refs", "replace", "--json", cwd=root).stdout)
+    assert [(r["path"], r["line"]) for r in doc["results"]] == [("app/markup.py", 6)]
 
 
 def _symbols(root: Path, rel: str) -> set[str]:
