@@ -84,10 +84,12 @@ def refs(name: NAME, path: PATHS = None, all_: ALL = False, tag: TAGS = None,
 
 @app.command("outline")
 def outline_(
-    file: Annotated[str, typer.Argument(metavar="PATH", help="An indexed code file.")],
+    file: Annotated[str, typer.Argument(
+        metavar="PATH", help="An indexed code file, or a Markdown file or document.")],
     as_json: JSON = False,
 ) -> None:
-    """The definitions of a file, in line order, indented by nesting."""
+    """The definitions of a file, in line order, indented by nesting; a Markdown file's or a
+    document's headings."""
     from hydra_rag.search.navigate import outline
     from hydra_rag.search.retrieve import find_index_root
 
@@ -103,10 +105,12 @@ def outline_(
         print_json(found)
         return
     if not found["results"]:
-        say(f"{found['path']}: no definitions found"
+        say(f"{found['path']}: no headings found" if found["markup"] else
+            f"{found['path']}: no definitions found"
             + ("" if found["language"] else " (no grammar reads this kind of file)"))
         return
     width = len(str(max(r["line_end"] for r in found["results"])))
     for r in found["results"]:
+        page = f"  {r['anchor']}" if r.get("anchor") else ""  # a document's page
         _write(f"{r['line_start']:>{width}}-{r['line_end']:<{width}}  "
-               f"{'  ' * r['depth']}{r['kind']} {r['name']}")
+               f"{'  ' * r['depth']}{r['kind']} {r['name']}{page}")

@@ -205,6 +205,43 @@ def _sections(heads: dict[int, tuple[int, str, int]]) -> Callable[[int], str]:
     return section
 
 
+@dataclass(frozen=True)
+class Heading:
+    """A heading of a document and the lines its section spans (up to the next heading of
+    its level or above), with the titles above it and how deep it is among them."""
+
+    title: str
+    level: int
+    line_start: int
+    line_end: int
+    above: tuple[str, ...]
+
+    @property
+    def depth(self) -> int:
+        return len(self.above)
+
+
+def headings(text: str, markup: str | None) -> list[Heading]:
+    """The headings of a document, in line order: its outline, as `outline` shows a code
+    file's definitions (the same headings the chunks' sections are made of)."""
+    if not markup:
+        return []
+    lines = text.splitlines(keepends=True)
+    heads = sorted(outline(lines, markup).items())
+    out = []
+    stack: list[tuple[int, str]] = []
+    for n, (at, (level, title, _span)) in enumerate(heads):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        end = next((a - 1 for a, (lv, _, _) in heads[n + 1:] if lv <= level), len(lines))
+        while end > at and not lines[end - 1].strip():  # the blank lines before the next
+            end -= 1
+        out.append(Heading(_short(title), level, at, end,
+                           tuple(t for _, t in stack)))
+        stack.append((level, _short(title)))
+    return out
+
+
 def section_at(text: str, markup: str | None, line: int) -> str:
     """The section a line of a document stands in (1-based), as its chunk would be given."""
     if not markup:

@@ -10,6 +10,7 @@ from typing import Any
 
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import store_names
+from hydra_rag.read.chunk import markup_of
 from hydra_rag.search.definitions import BARE, Wanted, aside, defined, one_of, wanted
 from hydra_rag.store.index_dir import Store
 from hydra_rag.store.symbols import Entry
@@ -99,8 +100,10 @@ def references(roots: list[Path], name: str) -> dict[str, Any]:
 
 def outline(roots: list[Path], path: str) -> dict[str, Any]:
     """The definitions of one indexed file, in line order, each with its depth (0 top level):
-    `{"store", "path", "language", "results": [...]}`. `path` is relative to its folder, or
-    absolute."""
+    `{"store", "path", "language", "markup", "results": [...]}`. A file no grammar reads
+    (Markdown, reStructuredText, a PDF or Word document…) has its headings instead, of
+    kind `heading` (`markup` says whose syntax; a document's with its page). `path` is
+    relative to its folder, or absolute."""
     from hydra_rag.read.symbols import language_of
 
     names, lines = store_names(roots), _Lines()
@@ -116,10 +119,51 @@ def outline(roots: list[Path], path: str) -> dict[str, Any]:
                         and e.line_end <= o.line_end and (o.line_start, o.line_end)
                         != (e.line_start, e.line_end))
             results.append({**_row(root, names, e, lines), "depth": depth})
+        language = language_of(rel, "") or ""
+        markup = "" if language else ("md" if entry.doc is not None else markup_of(rel) or "")
+        if markup:
+            results = _headings(root, rel, entry, names, markup)
         return {"store": str(root), "store_name": names.get(str(root), ""), "path": rel,
-                "language": language_of(rel, "") or "", "results": results}
+                "language": language, "markup": markup, "results": results}
     raise UsageError(f"{path!r} is not an indexed file of "
                      + ", ".join(str(r) for r in roots))
+
+
+def _headings(root: Path, rel: str, entry: Any, names: dict[str, str],
+              markup: str) -> list[dict[str, Any]]:
+    """A document's headings as outline rows: the text the index read (a document's
+    extracted text, whose lines `get` shows), as it is now."""
+    from hydra_rag.documents import anchors, page_fields
+    from hydra_rag.read.chunk import SECTION_SEP, headings
+    from hydra_rag.read.walk import read_text
+    from hydra_rag.search.excerpt import document_text
+
+    real = root / rel
+    try:
+        st = real.stat()
+    except OSError:
+        return []
+    doc = entry.doc
+    if doc is not None:
+        changed = (st.st_size, st.st_mtime_ns) != (entry.size, entry.mtime_ns)
+        text, _, doc = document_text(real, root, doc, changed)
+    else:
+        text, _ = read_text(real)
+    if text is None:
+        return []
+    rows = []
+    lines = text.splitlines()
+    for h in headings(text, markup):
+        row = {"store": str(root), "store_name": names.get(str(root), ""), "path": rel,
+               "name": h.title, "qualified": SECTION_SEP.join((*h.above, h.title)),
+               "kind": "heading", "scope": SECTION_SEP.join(h.above),
+               "line_start": h.line_start, "line_end": h.line_end, "line": h.line_start,
+               "text": lines[h.line_start - 1].strip(), "depth": h.depth}
+        if doc and doc.get("unit"):
+            first, _ = anchors(doc.get("starts") or [], h.line_start, h.line_start)
+            row.update(page_fields(doc["unit"], first, first))
+        rows.append(row)
+    return rows
 
 
 def _candidates(roots: list[Path], path: str) -> list[tuple[Path, str]]:

@@ -112,7 +112,9 @@ def build(scope: Scope) -> Any:
     @server.tool(description=(
         "The outline of one indexed code file: its definitions in line order, each with kind, "
         "name, qualified name, line_start, line_end and depth (0 top level, 1 a method of a "
-        "class…). A cheap map of a file before reading parts of it with `get`."))
+        "class…); of a Markdown file or a document, its headings (kind heading, with its "
+        "section's lines and page). A cheap map of a file before reading parts of it with "
+        "`get`."))
     async def outline(
         path: Annotated[str, Field(description="File path as search returned it.")],
     ) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from hydra_rag.read.chunk import HARD, OVERLAP, TARGET, chunk_text
+from hydra_rag.read.chunk import HARD, OVERLAP, TARGET, chunk_text, headings
 
 
 def _lines(text: str) -> list[str]:
@@ -304,3 +304,22 @@ def test_code_chunks_start_where_definitions_start() -> None:
         "    def inner():\n        return 1\n" + "".join(f"    y{i} = {i}\n" for i in range(60))
     spans = chunk_spans(parse(inner, "python")[0])
     assert spans == [(1, 123)]
+
+
+GUIDE = ("# Guide\n\nIntro.\n\n## Install\n\nRun it.\n\n### Linux\n\napt install it\n\n"
+         "```sh\n# not a heading\n```\n\n## Use\n\nGo.\n\nAppendix\n========\nx\n")
+
+
+def test_headings_are_a_documents_outline() -> None:
+    got = [(h.title, h.level, h.line_start, h.line_end, h.depth, h.above)
+           for h in headings(GUIDE, "md")]
+    assert got == [
+        ("Guide", 1, 1, 19, 0, ()),  # to the line before the next heading of its level
+        ("Install", 2, 5, 15, 1, ("Guide",)),  # blank lines before the next one left out
+        ("Linux", 3, 9, 15, 2, ("Guide", "Install")),  # a fenced `#` line is no heading
+        ("Use", 2, 17, 19, 1, ("Guide",)),
+        ("Appendix", 1, 21, 23, 0, ()),  # setext
+    ]
+    assert headings(GUIDE, None) == [] and headings("no heading here\n", "md") == []
+    rst = "Title\n=====\n\nText.\n\nPart\n----\n\nMore.\n"
+    assert [(h.title, h.depth) for h in headings(rst, "rst")] == [("Title", 0), ("Part", 1)]

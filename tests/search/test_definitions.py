@@ -201,6 +201,35 @@ def test_refs_counts_the_projects_own_name(home: Path, tmp_path: Path) -> None:
     assert [(r["path"], r["line"]) for r in doc["results"]] == [("app/markup.py", 6)]
 
 
+def test_outline_of_markdown_and_a_document_is_its_headings(home: Path, tmp_path: Path) -> None:
+    from docmaker import handbook_docx
+
+    root = write_tree(tmp_path / "docs", {
+        "guide.md": "# Guide\n\nIntro.\n\n## Install\n\nRun it.\n\n## Use\n\nGo.\n",
+        "notes.md": "Only text, no heading.\n",
+    })
+    handbook_docx(root / "handbook.docx")
+    assert run_cli("index", str(root)).returncode == 0
+    proc = run_cli("outline", "guide.md", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (" 1-11  heading Guide\n"
+                           " 5-7     heading Install\n"
+                           " 9-11    heading Use\n"), proc.stdout
+    # A Word document: the headings of the text the index read, each with its page (the lines
+    # are those `get handbook.docx:START-END` shows).
+    doc = json.loads(run_cli("outline", "handbook.docx", "--json", cwd=root).stdout)
+    assert (doc["language"], doc["markup"]) == ("", "md")
+    assert [(r["name"], r["kind"], r["anchor"]) for r in doc["results"]] == [
+        ("Staff Handbook", "heading", "p. 1"), ("Onboarding", "heading", "p. 1"),
+        ("Travel Policy", "heading", "p. 2"), ("Security", "heading", "p. 3")]
+    first = doc["results"][1]
+    proc = run_cli("get", f"handbook.docx:{first['line_start']}-{first['line_start']}",
+                   cwd=root)
+    assert "# Onboarding" in proc.stdout
+    proc = run_cli("outline", "notes.md", cwd=root)
+    assert proc.returncode == 0 and proc.stderr == "notes.md: no headings found\n"
+
+
 def _symbols(root: Path, rel: str) -> set[str]:
     with sqlite3.connect(Store(root).files_path) as con:
         return {n for (n,) in con.execute("SELECT name FROM symbols WHERE rel = ? AND def = 1",
