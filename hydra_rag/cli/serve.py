@@ -77,6 +77,6 @@ def serve(
             # clients take the token from `serve --print-token`.
             say(f"open {login_url(host, port, chosen)} — clients send Authorization: Bearer "
                 "$(hydra-rag serve --print-token)")
-        run(scope, host, port, chosen, sock)
+        run(scope, host, port, chosen, sock, log=say)  # a line per request, on stderr
     finally:
         sock.close()

@@ -5,7 +5,9 @@ Safe by default (serve/auth.py): loopback unless told otherwise, and a token on 
 route (the stored one unless another is given; turned off on loopback only); every route
 checks Host and Origin (no DNS rebinding from a web page); request bodies are bounded;
 listings show only what belongs to the served folders; chat turns wait their turn per model,
-in arrival order; a client that disconnects stops its generation.
+in arrival order; a client that disconnects stops its generation. Each request is logged in
+one line (RequestLog) through the caller's `log`: never a header, a query string or a body,
+which may carry the token.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import errno
 import json
 import socket
 import threading
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import Any
 
@@ -26,6 +29,8 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Send
+from starlette.types import Scope as AsgiScope
 
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.serve import openai
@@ -65,6 +70,42 @@ def _failure(exc: Exception, path: str) -> JSONResponse:
                         status_code=503 if found else 500)
 
 
+class RequestLog:
+    """One line per HTTP request once it is answered: the time, method, path, status and how
+    long it took (`12:04:31 GET /api/search 200 35 ms`) — refusals included, so that a user
+    debugging a client sees a wrong token as a 401. Only the path: a query string (`/?token=`
+    logs a browser in), a header (Authorization) or a body may carry the token."""
+
+    def __init__(self, app: ASGIApp, log: Callable[[str], None]) -> None:
+        self.app, self.log = app, log
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.monotonic()
+        status = 500  # what the server answers when the app fails before it answers
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self.log(request_line(scope["method"], scope["path"], status,
+                                  time.monotonic() - start))
+
+
+def request_line(method: str, path: str, status: int, seconds: float) -> str:
+    """A request as the log shows it; what a path holds that a terminal would act on (control
+    characters, escapes) is shown escaped."""
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in path)
+    return f"{time.strftime('%H:%M:%S')} {method} {shown} {status} {seconds * 1000:.0f} ms"
+
+
 async def _json(request: Request) -> Any:
     try:
         return json.loads(await request.body())
@@ -73,8 +114,8 @@ async def _json(request: Request) -> Any:
 
 
 def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
-          token: str | None = None) -> Starlette:
-    """The whole app over `scope`."""
+          token: str | None = None, log: Callable[[str], None] | None = None) -> Starlette:
+    """The whole app over `scope`; with `log`, a line for each request (RequestLog)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     from hydra_rag.serve.mcp_tools import build as build_mcp
@@ -261,8 +302,9 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
         Route("/v1/chat/completions", guarded(completions), methods=["POST"]),
         Mount("", app=mcp_app),  # last: its one route is /mcp (no redirect to /mcp/)
     ]
-    return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(Guard, hosts=hosts, token=token, port=port)])
+    logged = [Middleware(RequestLog, log=log)] if log is not None else []
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[
+        *logged, Middleware(Guard, hosts=hosts, token=token, port=port)])
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -290,14 +332,14 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def run(scope: Scope, host: str, port: int, token: str | None,
-        sock: socket.socket | None = None) -> None:
+        sock: socket.socket | None = None, log: Callable[[str], None] | None = None) -> None:
     """Serve until interrupted, on `sock` if given (from `listen(host, port)`); `token` None:
-    none asked for (loopback only, see auth.choose_token)."""
+    none asked for (loopback only, see auth.choose_token); `log` takes a line per request."""
     import uvicorn
 
     if not is_loopback(host) and not token:
         raise UsageError(f"--host {host} opens the server to the network: give --token (a "
                          "secret clients send as Authorization: Bearer TOKEN)")
-    config = uvicorn.Config(build(scope, host, port, token), host=host, port=port,
+    config = uvicorn.Config(build(scope, host, port, token, log), host=host, port=port,
                             log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock or listen(host, port)])

@@ -747,6 +747,35 @@ def test_a_token_by_default(server: Server, served_home: Path) -> None:
         _openai(server, api_key="unused").models.list()
 
 
+_LOGGED = re.compile(r"^\d\d:\d\d:\d\d (GET|POST|DELETE) (\S+) (\d{3}) \d+ ms$", re.M)
+
+
+def test_each_request_is_logged_in_one_line_without_the_token(server: Server) -> None:
+    assert server.token
+    marker = f"/api/stores-{random.randrange(10**9)}"  # this test's own requests, by path
+    asked = [("GET", "/api/stores", None, True), ("GET", marker, None, True),
+             ("GET", "/api/stores", None, False),  # no token: refused, and logged
+             ("GET", f"/?token={server.token}", None, False),  # the login address
+             ("GET", f"/api/search?q=tomatoes&token={server.token}", None, True),
+             ("POST", "/v1/chat/completions", "{", True)]
+    for method, path, body, auth in asked:
+        _request(server, method, path, body, auth=auth)
+    wanted = [("GET", "/api/stores", "200"), ("GET", marker, "404"),
+              ("GET", "/api/stores", "401"), ("GET", "/", "303"), ("GET", "/api/search", "400"),
+              ("POST", "/v1/chat/completions", "400")]
+    deadline = time.monotonic() + 30
+    while True:  # the server writes its line once the response is sent
+        logged = _LOGGED.findall(server.output())
+        start = next((i for i in range(len(logged)) if logged[i][1] == marker), None)
+        if start is not None and len(logged) >= start + 5 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert start is not None, server.output()[-2000:]
+    assert logged[start - 1 : start + 5] == wanted, logged
+    lines = [ln for ln in server.output().splitlines() if _LOGGED.match(ln)]
+    assert not any(server.token in ln for ln in lines)  # nor a query string or a header
+
+
 def test_the_printed_url_logs_a_browser_in(server: Server) -> None:
     """`/?token=T` sets a cookie and sends the browser back to the page without the token,
     which the cookie carries from then on."""
