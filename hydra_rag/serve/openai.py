@@ -30,17 +30,23 @@ class Cancelled(Exception):
 
 
 def models(scope: Scope) -> dict[str, Any]:
-    """Every chat model of the catalogs and every bundle alias over served folders, as OpenAI
-    lists models."""
+    """The chat models that can answer here — installed, or served elsewhere by the `url:` of
+    their entry — and the bundle aliases over them and over served folders, as OpenAI lists
+    models; setting `default_model` first. A catalog entry not pulled is not offered: a
+    client would pick it and fail."""
+    from hydra_rag.api import model_or_default
     from hydra_rag.catalog import load_catalog
 
     cat = load_catalog()
     now = int(time.time())
-    data = [{"id": m.id, "object": "model", "created": now, "owned_by": "hydra-rag"}
-            for m in cat.models.values()]
+    ready = [m.id for m in cat.models.values() if m.url or m.installed()]
+    data = [{"id": m, "object": "model", "created": now, "owned_by": "hydra-rag"}
+            for m in ready]
     data += [{"id": b.id, "object": "model", "created": now, "owned_by": "hydra-rag",
               "hydra_bundle": True, "base": b.base} for b in cat.bundles.values()
-             if scope.serves_bundle(b)]
+             if b.base in ready and scope.serves_bundle(b)]
+    default = model_or_default(None)
+    data.sort(key=lambda m: m["id"] != default)  # stable: the catalog's order otherwise
     return {"object": "list", "data": data}
 
 

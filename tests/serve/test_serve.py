@@ -224,9 +224,23 @@ def _mcp_tools(srv: Any, headers: dict[str, str]) -> set[str]:
 
     return anyio.run(tools)
 
-def test_openai_client_lists_models_and_bundles(server: Server) -> None:
-    models = {m.id: m for m in _openai(server).models.list()}
-    assert "smollm2-135m" in models and BUNDLE in models
+def test_openai_client_lists_models_and_bundles(server: Server, served_home: Path,
+                                               folders: dict[str, Path]) -> None:
+    # A bundle over a model that is not installed: a client picking it would fail.
+    persona = served_home / "persona-uninstalled.md"
+    persona.write_text(PERSONA)
+    env = {"HYDRA_RAG_HOME": str(served_home)}
+    proc = run_cli("create", "qwen2.5-3b-instruct", str(persona), "not-pulled", "--rag-index",
+                   str(folders["garden"]), env=env)
+    assert proc.returncode == 0, proc.stderr
+    try:
+        listed = list(_openai(server).models.list())
+    finally:
+        run_cli("rm", "not-pulled", env=env)
+    models = {m.id: m for m in listed}
+    # Only what can answer: the installed model (the default, first) and the bundle over it;
+    # not the catalog's models that were never pulled, nor a bundle over one.
+    assert [m.id for m in listed] == ["smollm2-135m", BUNDLE]
     assert models[BUNDLE].model_extra == {"hydra_bundle": True, "base": "smollm2-135m"}
     assert models["smollm2-135m"].object == "model"
 
