@@ -108,7 +108,8 @@ def ocr_check(settings: Settings) -> Check:
         return Check("ok", "ocr", f"{engine.program}, languages {engine.languages}")
     if not ocr.wanted(settings.ocr_languages):
         return Check("ok", "ocr", why)
-    fix, _, detail = why.rpartition(": ") if "apt-get" in why else ("", "", why)
+    fix, _, detail = why.rpartition(": ") if "apt-get" in why or "ocr_command" in why \
+        else ("", "", why)
     return Check("warn", "ocr", f"{fix or 'scanned pages are skipped'}", detail)
 
 

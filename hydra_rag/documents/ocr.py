@@ -96,7 +96,7 @@ def configure(languages: str, command: str = "tesseract") -> tuple[Ocr | None, s
         return None, "OCR is off (ocr_languages: off)"
     prog = program(command)
     if prog is None:
-        return None, SCANNED_HINT
+        return None, missing_program(command)
     codes = [c.strip() for c in languages.split("+") if c.strip()]
     bad = [c for c in codes if not _LANG.match(c)]
     if bad:
@@ -108,6 +108,18 @@ def configure(languages: str, command: str = "tesseract") -> tuple[Ocr | None, s
         return None, (f"Tesseract has no data for {', '.join(missing)} (it has "
                       f"{', '.join(sorted(have - {'osd'})) or 'none'}): apt-get install {pkgs}")
     return Ocr(prog, "+".join(codes)), ""
+
+
+def missing_program(command: str) -> str:
+    """Why OCR cannot run when `command` (the setting `ocr_command`) names no program: the
+    install line when it is the default, else the setting that names a program not there (and
+    where Tesseract is, when it is installed under its own name)."""
+    if command == "tesseract":
+        return SCANNED_HINT
+    found = program("tesseract")
+    fix = (f"set it to {found} or remove the setting" if found else
+           f"correct the setting, or remove it and {INSTALL} (as root)")
+    return (f"the OCR program {command!r} (setting ocr_command) was not found: {fix}")
 
 
 def for_settings(settings: Any) -> tuple[Ocr | None, str]:

@@ -92,8 +92,20 @@ def test_an_image_is_read_by_ocr(engine: ocr.Ocr, letter: Path, tmp_path: Path) 
 
 def test_configure_says_what_is_missing(engine: ocr.Ocr) -> None:
     assert ocr.configure("off") == (None, "OCR is off (ocr_languages: off)")
+    # A program named by the setting that is not there is named, with the setting, and
+    # Tesseract (which is installed) is not advised again: where it is is said instead.
     found, why = ocr.configure("eng", "/nonexistent/tesseract")
-    assert found is None and why == ocr.SCANNED_HINT
+    assert found is None and why == (
+        "the OCR program '/nonexistent/tesseract' (setting ocr_command) was not found: set it "
+        f"to {engine.program} or remove the setting")
+    assert ocr.INSTALL not in why
+    from hydra_rag.checks.doctor import ocr_check
+    from hydra_rag.config import Settings
+
+    check = ocr_check(Settings(ocr_command="/nonexistent/tesseract"))
+    assert (check.status, check.detail) == (
+        "warn", "the OCR program '/nonexistent/tesseract' (setting ocr_command) was not found")
+    assert check.fix == f"set it to {engine.program} or remove the setting"
     found, why = ocr.configure("eng+zzz")
     assert found is None and "apt-get install tesseract-ocr-zzz" in why and "eng" in why
     found, why = ocr.configure("eng; rm -rf /")
