@@ -25,13 +25,17 @@ from hydra_rag.errors import UsageError
 
 
 class _ProgressView:
-    """A rich progress bar on a terminal; plain lines when stderr is not one."""
+    """A rich progress bar on a terminal; plain lines when stderr is not one. Both show files,
+    chunks, the embedding rate and the time left, measured by bytes (files wait for their
+    batch to be stored; the bytes of a batch move as its chunks are embedded)."""
+
+    PLAIN_EVERY_S = 30.0  # a plain line at least this often, and per 512 chunks
 
     def __init__(self) -> None:
         self.live = err.is_terminal
         self.bar: Any = None
         self.task: Any = None
-        self._last_plain = -1
+        self._last_plain = (-1, 0.0)
         self._t0: float | None = None
 
     def __call__(self, p: Any) -> None:
@@ -40,38 +44,51 @@ class _ProgressView:
                 self.stop()
                 say(p.message)
             return
+        now = time.monotonic()
+        if self._t0 is None:
+            self._t0 = now
+        elapsed = now - self._t0
+        rate = f"{p.chunks_done / elapsed:.1f} chunks/s" if elapsed >= 1 else "- chunks/s"
+        files = f"{p.files_done:,}/{p.files_total:,} files"
         if self.live:
             if self.bar is None:
-                from rich.progress import (
-                    BarColumn,
-                    MofNCompleteColumn,
-                    Progress,
-                    TextColumn,
-                    TimeRemainingColumn,
-                )
+                from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
                 self.bar = Progress(
-                    TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("files · {task.fields[chunks]} chunks · {task.fields[rate]}/s"),
+                    TextColumn("indexing"), BarColumn(),
+                    TextColumn("{task.percentage:>3.0f}% · {task.fields[files]} · "
+                               "{task.fields[chunks]} chunks · {task.fields[rate]}"),
                     TimeRemainingColumn(), console=err, transient=True,
                 )
                 self.bar.start()
-                self.task = self.bar.add_task("index", total=p.files_total, chunks=0, rate="-")
-            if self._t0 is None:
-                self._t0 = time.monotonic()
-            elapsed = max(time.monotonic() - self._t0, 1e-6)
-            self.bar.update(self.task, completed=p.files_done, chunks=p.chunks_done,
-                            rate=f"{p.chunks_done / elapsed:.0f} chunks")
-        else:
-            # Plain: a line per 512 chunks embedded, and one at the end.
-            if p.chunks_done // 512 != self._last_plain // 512 or p.files_done == p.files_total:
-                self._last_plain = p.chunks_done
-                say(f"indexed {p.files_done}/{p.files_total} files, {p.chunks_done} chunks embedded")
+                self.task = self.bar.add_task("index", total=max(p.bytes_total, 1), files="",
+                                              chunks=0, rate="")
+            self.bar.update(self.task, completed=p.bytes_estimate, files=files,
+                            chunks=f"{p.chunks_done:,}", rate=rate)
+            return
+        chunks, said = self._last_plain
+        end = p.files_done == p.files_total
+        if end or p.chunks_done // 512 != chunks // 512 or now - said >= self.PLAIN_EVERY_S:
+            self._last_plain = (p.chunks_done, now)
+            share = p.bytes_estimate / p.bytes_total if p.bytes_total else 1.0
+            left = ""
+            if not end and share > 0.02 and elapsed >= 5:
+                left = f", {_duration(elapsed * (1 - share) / share)} left"
+            rated = f", {rate}" if p.chunks_done and elapsed >= 1 else ""
+            say(f"indexed {files} ({share:.0%}), {p.chunks_done:,} chunks embedded{rated}{left}")
 
     def stop(self) -> None:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
+
+
+def _duration(seconds: float) -> str:
+    """About how long: `40 s`, `3 min`, `1 h 20 min`."""
+    if seconds < 90:
+        return f"about {max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    return f"about {minutes} min" if minutes < 90 else f"about {minutes // 60} h {minutes % 60} min"
 
 
 def _label(reason: str) -> str:

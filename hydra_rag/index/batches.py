@@ -44,6 +44,7 @@ class Batches:
     embedders: dict[str, Embedder]
     progress: ProgressFn
     _done: Progress | None
+    _batch_size: tuple[int, int, int] = (0, 0, 0)  # bytes, chunks, chunks done before it
     _kinds_before: set[str | None]
     _live_embedders: dict[str, bool]
 
@@ -59,6 +60,10 @@ class Batches:
         store, report = self.store, self.report
         touched: set[str] = set()
         stopped: BaseException | None = None
+        if self._done is not None:  # what the progress estimate counts this batch as
+            self._batch_size = (sum(p.cand.size for p in batch),
+                                sum(len(p.rows) for p in batch if p.kind),
+                                self._done.chunks_done)
         for p in batch:
             if p.kind is None:
                 touched |= self._skip(p, files, skipped)
@@ -168,6 +173,9 @@ class Batches:
 
             def on_batch(n: int, at: int = base + i, done: Progress = done) -> None:
                 done.chunks_done = at + n
+                size, chunks, start = self._batch_size
+                share = min(1.0, (done.chunks_done - start) / chunks) if chunks else 0.0
+                done.bytes_estimate = max(done.bytes_estimate, done.bytes_done + int(size * share))
                 self.progress(done)
 
             try:

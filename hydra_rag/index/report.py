@@ -22,6 +22,9 @@ class Progress:
     bytes_total: int = 0
     chunks_done: int = 0
     message: str = ""
+    # How far by bytes, counting the files of the batch being embedded in proportion to its
+    # chunks embedded: a batch of many files moves it while files_done waits for the store.
+    bytes_estimate: int = 0
 
 
 ProgressFn = Callable[[Progress], None]

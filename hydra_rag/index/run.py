@@ -245,6 +245,7 @@ class Run(Batches, State):
             touched |= self._flush(batch, files, start_files, skipped)
             done.files_done += len(batch)
             done.bytes_done += sum(p.cand.size for p in batch)
+            done.bytes_estimate = max(done.bytes_estimate, done.bytes_done)
             self.progress(done)
             if self.stop_requested is not None and self.stop_requested() \
                     and done.files_done < len(changed):

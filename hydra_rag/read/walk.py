@@ -425,7 +425,8 @@ class Walker:
                     result.skip("symlink_dir", rel)
                     continue
                 if entry.name == INDEX_DIR:  # an index (this one, or a nested folder's) is
-                    result.skip("blacklisted", rel + "/")  # never indexed, --include or not
+                    if rel != INDEX_DIR:  # never indexed, --include or not; this folder's
+                        result.skip("blacklisted", rel + "/")  # own is not among its files
                     continue
                 why = "" if pruned else self._rule(layers, rel, is_dir=True)
                 if pruned or why:

@@ -62,14 +62,14 @@ def test_current_then_added_changed_removed_touched_and_nothing_written(
     assert s["embedders"] == {"code": "minilm-l6", "prose": "minilm-l6"}
     assert s["languages"] == {"code": "en", "prose": "en"}
     assert s["files"] == 4 and s["chunks"] == {"code": 1, "prose": 3}
-    assert s["skipped"] == {"blacklisted": 1}  # .hydra-index/ itself
+    assert s["skipped"] == {}  # not .hydra-index/ itself: it is not one of the folder's files
     assert s["last_indexed"] and s["fix"] is None
     assert s["selection"] == {"include": [], "exclude": []}
     proc = run_cli("status", str(root))
     assert proc.returncode == 0
     head = proc.stdout.splitlines()[0]
     assert head.startswith(f"{root}  current  indexed ") and "4 files" in head
-    assert "code 1 chunks (minilm-l6, en)" in head and "1 skipped" in head
+    assert "code 1 chunks (minilm-l6, en)" in head and "skipped" not in head
 
     before = _snapshot(root)
     # Touched: a new mtime, the same bytes. Current, and said.
@@ -217,7 +217,7 @@ def test_files_states(home: Path, tmp_path: Path) -> None:
     assert brief("logo.svg") == ("skipped", "vector_image", None, "/logo.svg")
     assert brief("ignored/") == ("skipped", "gitignore", None, "/ignored/**")
     assert brief("node_modules/") == ("skipped", "blacklisted", None, "/node_modules/**")
-    assert brief(".hydra-index/") == ("skipped", "blacklisted", None, None)
+    assert ".hydra-index/" not in listed
     # --include brings none of these back: no hint.
     assert brief("data.bin2") == ("skipped", "binary", None, None)
     assert brief("empty.txt") == ("skipped", "empty", None, None)
