@@ -12,7 +12,8 @@ BUILD_LLAMA = $(BIN)/python -m hydra_rag.llamacpp.build $(if $(GPU),--gpu $(GPU)
 $(BIN)/hydra-rag: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# llama.cpp is compiled for the instruction sets this machine really executes, each probed
-	# by a tiny program, not for all the processor claims (about 5 minutes on 2 cores).
+	# by a tiny program, not for all the processor claims (11-19 minutes on 2 cores, measured:
+	# README "How long").
 	$(BUILD_LLAMA)
 	$(BIN)/pip install --disable-pip-version-check -e '.[dev]'
 	touch $@

@@ -28,6 +28,18 @@ from hydra_rag.search.fuse import literal_terms
 # Tokens kept free beyond the answer's max_tokens, for template tokens the count misses.
 MARGIN = 32
 KEEPALIVE_SECONDS = 60.0
+# The smallest shipped chat model, the default and what the demo and the tests run: too weak to
+# trust (BENCHMARKS.md "Answers"), so the first answer from it says how to get a better one.
+SMALLEST = ("smollm2-135m",)
+
+
+def larger_model_hint(model_id: str) -> str:
+    """The hint after an answer from the smallest default model ("" for any other)."""
+    if model_id not in SMALLEST:
+        return ""
+    return (f"hint: {model_id} is the smallest model, there for the demo and the tests, and its "
+            "answers are often wrong; a larger one answers better: `hydra-rag models recommend` "
+            "says which run at a usable speed here, `hydra-rag models pull ID` gets one")
 
 
 @dataclass
@@ -48,6 +60,9 @@ class TurnResult:
     finish: str = ""  # the model's finish_reason: "stop", or "length" when cut at max_tokens
     # Seconds: retrieval (search and fitting the context), to the first token, the whole turn
     timings: dict[str, float] = field(default_factory=dict)
+    # For the person reading, on stderr, once a chat (never in --json): a larger model answers
+    # better (`larger_model_hint`).
+    hint: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,6 +115,7 @@ class Chat:
             "stores": [str(r) for r in roots],
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "turns": []}
         self.last: TurnResult | None = None
+        self.hinted = False  # the larger model's hint is given once a chat
         # Questions asked before this chat (an MCP client's conversation): searched with, like
         # the history's, but not sent to the model, having no answers.
         self.earlier: list[str] = []
@@ -245,6 +261,9 @@ class Chat:
             result.notes.append("the answer was cut at max_tokens")
         if not answer.strip() and not interrupted:
             result.notes.append("the model gave an empty answer; ask again or rephrase")
+        if not self.hinted and not interrupted:
+            result.hint = larger_model_hint(self.model.id)
+            self.hinted = bool(result.hint)
         self._record(result)
         return result
 

@@ -24,14 +24,6 @@ HELP = """commands:
 end a line with \\ to continue on the next line; Ctrl-C stops an answer"""
 
 
-# The shipped chat models small enough for the demo and the tests, and too weak to trust: the
-# first chat with one says how to bring a stronger model (BENCHMARKS.md "Answers").
-DEMO_MODELS = ("smollm2-135m",)
-STRONGER = ("note: this is a tiny demo model and its answers are often wrong; for better ones "
-            "use a stronger GGUF (`hydra-rag models add NAME FILE.gguf`) or an Ollama or "
-            "llama.cpp server (a model entry with `url:`, README \"Chat\")")
-
-
 def render_sources(result: TurnResult) -> list[str]:
     if result.no_context or not result.sources:
         return []
@@ -148,6 +140,8 @@ class Repl:
         if self.show_context:
             print(render_context(result), file=self.out)
         self.out.flush()
+        if result.hint:
+            print(result.hint, file=self.err, flush=True)
 
     def dispatch(self, line: str) -> bool:
         """A slash command or a turn; False means leave."""
@@ -187,8 +181,6 @@ class Repl:
         print(f"chatting with {self.chat.model.id}"
               + (f" over {', '.join(map(str, self.chat.roots))}" if self.chat.roots else "")
               + f" — session {self.chat.name}; /help for commands", file=self.err)
-        if self.chat.model.id in DEMO_MODELS:
-            print(STRONGER, file=self.err)
         try:
             self._loop()
         except KeyboardInterrupt:

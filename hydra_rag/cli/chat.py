@@ -157,3 +157,6 @@ def ask(
         print(line)
     if show_context:
         print(render_context(result))
+    if result.hint:  # after the answer: stdout first
+        sys.stdout.flush()
+        say(result.hint)

@@ -55,6 +55,10 @@ def test_scripted_chat_transcript(indexed: Path) -> None:
                for ln in body.splitlines())
     assert out.rstrip().endswith("Question: and where is it checked?")
     assert "--- system ---" in out and "untrusted" in out
+    # After the first answer from the smallest model, once, on stderr: how to get a larger one.
+    assert proc.stderr.count("hint: smollm2-135m is the smallest model") == 1, proc.stderr
+    assert "`hydra-rag models recommend`" in proc.stderr and "models add" not in proc.stderr
+    assert "hint:" not in out
     # The session keeps what the user typed, not the augmented prompt.
     doc = json.loads((dirs().state / "sessions" / "t-script.json").read_text())
     assert [t["user"] for t in doc["turns"]] == ["Which header carries the API key?",
@@ -97,8 +101,19 @@ def test_resume_and_new(indexed: Path) -> None:
 
 def test_ask_json(indexed: Path) -> None:
     proc = run_cli("ask", "smollm2-135m", "What must tomato plants get every day?", "--rag",
+                   str(indexed), *FAST)
+    assert proc.returncode == 0, proc.stderr
+    # The hint that a larger model answers better: on stderr after the answer, not in --json.
+    hint = ("hint: smollm2-135m is the smallest model, there for the demo and the tests, and "
+            "its answers are often wrong; a larger one answers better: `hydra-rag models "
+            "recommend` says which run at a usable speed here, `hydra-rag models pull ID` gets "
+            "one")
+    assert " ".join(proc.stderr.split()).count(hint) == 1, proc.stderr
+    assert "hint:" not in proc.stdout
+    proc = run_cli("ask", "smollm2-135m", "What must tomato plants get every day?", "--rag",
                    str(indexed), "--json", *FAST)
     assert proc.returncode == 0, proc.stderr
+    assert "hint:" not in proc.stderr + proc.stdout
     out = json.loads(proc.stdout)
     assert set(out) >= {"answer", "sources", "citations", "retrieval", "usage"}
     assert isinstance(out["answer"], str)  # SmolLM2 may answer nothing; the shape is tested
