@@ -52,12 +52,16 @@ def read_source(root: Path, cand: Candidate, reader: Reader | None) -> Source:
         try:
             ex, key = reader.read(path, fmt)
         except Skip as s:
-            return Source(None, skip=s.reason, detail=s.detail)
-        if why := content_skip(ex.text, cand.included, cand.secrets):
-            return Source(None, skip=why)
-        return Source(ex.text, PROSE, "md",
-                      {"key": key, "format": ex.format, "unit": ex.unit, "starts": ex.starts},
-                      digest=key, unread=tuple(ex.unread))
+            # A page with no text to read (an app's index.html: a root element and scripts)
+            # is still its source: indexed as code, as any file of a code folder.
+            if not (fmt == "html" and s.reason == "empty"):
+                return Source(None, skip=s.reason, detail=s.detail)
+        else:
+            if why := content_skip(ex.text, cand.included, cand.secrets):
+                return Source(None, skip=why)
+            return Source(ex.text, PROSE, "md",
+                          {"key": key, "format": ex.format, "unit": ex.unit,
+                           "starts": ex.starts}, digest=key, unread=tuple(ex.unread))
     text, why = read_indexable(path, cand.included, cand.secrets)
     if text is None:
         return Source(None, skip=why)

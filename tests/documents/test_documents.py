@@ -518,3 +518,25 @@ def test_max_document_mb_skips_larger_documents(library: dict[str, Any]) -> None
     assert rep["files_skipped"].get("too_large") == 1
     assert rep["chunks_removed"] == len(chunks) and not set(chunks) & _stored_ids(root)
     assert name not in _index_files(root)
+
+
+def test_an_app_page_with_no_text_is_indexed_as_its_source(home: Path, tmp_path: Path) -> None:
+    """An app's index.html (a root element and scripts) has no text to read: it was skipped as
+    `empty`; it is its source that a user searches for."""
+    root = tmp_path / "app"
+    root.mkdir()
+    (root / "index.html").write_text(
+        "<!DOCTYPE html>\n<html>\n<head><meta charset=\"utf-8\"><title></title>\n"
+        "<link rel=\"stylesheet\" href=\"/style.css\"></head>\n<body>\n<div id=\"root\"></div>\n"
+        "<script>\nfunction mountDashboard(el) {\n  const store = createStore(reducers);\n"
+        "  render(App(store), el);\n}\nmountDashboard(document.getElementById('root'));\n"
+        "</script>\n</body>\n</html>\n")
+    (root / "notes.md").write_text("# Notes\n\nThe dashboard shows the weekly sales.\n")
+    rep = _index(root)
+    assert rep["files_indexed"] == 2 and not rep["files_skipped"], rep
+    proc = run_cli("search", "mountDashboard", "--path", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    hits = json.loads(proc.stdout)["results"]
+    assert hits[0]["path"] == "index.html" and hits[0]["kind"] == "code", hits
+    again = _index(root)
+    assert again["files_indexed"] == 0 and again["files_unchanged"] == 2, again
