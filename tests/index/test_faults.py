@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,8 +121,32 @@ def test_a_read_only_index_folder_ends_in_one_line_and_searches_go_on(
                                            "the index is as it was (make it writable first)")
         proc = run_cli("search", "harbour note 1 storm", "--path", str(root), "--json")
         assert proc.returncode == 0 and "harbour01.md" in proc.stdout, proc.stderr
+        # The warm process answers as a fresh one does, on the read-only index too.
+        _same_warm_and_cold(["search", "harbour note 1 storm", "--path", str(root)], root)
     finally:
+        run_cli("sidecars", "stop", "warm")
         subprocess.run(["umount", "-l", str(index)], check=False)
+
+
+def _same_warm_and_cold(args: list[str], cwd: Path) -> None:
+    """Start the warm process (a quick command run with it on does), then check that it
+    prints and exits as a fresh process does."""
+    import time
+
+    warm = {"HYDRA_RAG_WARM_MINUTES": "5"}
+    assert run_cli(*args, cwd=cwd, env=warm).returncode == 0
+    deadline = time.monotonic() + 120
+    while '"warm"' not in run_cli("sidecars", "list", "--json").stdout:
+        assert time.monotonic() < deadline, "no warm process within 120 s"
+        time.sleep(0.5)
+    fresh = run_cli(*args, cwd=cwd, env={"HYDRA_RAG_WARM_MINUTES": "0"})
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, os; from hydra_rag.warm.client import forward; "
+         "rc, why = forward(sys.argv[1:]); sys.exit(200 if rc is None else rc)", *args],
+        capture_output=True, text=True, cwd=cwd, env={**os.environ, **warm})
+    assert done.returncode != 200, "not answered warm"
+    assert (done.returncode, done.stdout, done.stderr) == (
+        fresh.returncode, fresh.stdout, fresh.stderr)
 
 
 def test_a_garbled_meta_yaml_is_said_once_and_repaired_from_the_tables(
