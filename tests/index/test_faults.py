@@ -192,6 +192,31 @@ def test_a_full_disk_keeps_a_chat_answer_and_the_turns_saved_before(
         subprocess.run(["umount", "-l", str(sessions)], check=False)
 
 
+def test_a_killed_embedder_sidecar_is_started_again_and_the_run_completes(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import signal
+
+    from hydra_rag.index import Progress, index_folder
+
+    monkeypatch.setenv("HYDRA_RAG_EMBED_BATCH", "4")
+    root = _notes(tmp_path / "proj", 12, "harbour")
+    killed: list[int] = []
+
+    def kill_once(p: Progress) -> None:
+        if p.stage == "embed" and p.chunks_done >= 8 and not killed:
+            rows = json.loads(run_cli("sidecars", "list", "--json").stdout)
+            pid = next(r["pid"] for r in rows if r["id"] == "minilm-l6")
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    rep = index_folder(root, load_settings(), progress=kill_once)
+    assert killed and rep.files_indexed == 12
+    assert folder_status(root, load_settings()).state == "current"
+    proc = run_cli("search", "harbour note 11 storm", "--path", str(root), "-k", "3", "--json")
+    assert proc.returncode == 0 and "harbour11.md" in proc.stdout, proc.stderr
+
+
 # -- pure ----------------------------------------------------------------------------------
 
 
