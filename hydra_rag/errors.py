@@ -17,6 +17,16 @@ class ModelError(HydraError):
     """A model is unknown, missing, or cannot be installed."""
 
 
+class Unreachable(ModelError):
+    """A model's source could not be reached at all (no network, a closed port, a name that
+    does not resolve): `tried` names the source, `reason` says what the system answered."""
+
+    def __init__(self, message: str, tried: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.tried = tried
+        self.reason = reason
+
+
 class SidecarError(HydraError):
     """A sidecar process failed to start, died, or does not answer."""
 

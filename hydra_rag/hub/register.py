@@ -26,7 +26,7 @@ from hydra_rag.catalog import (
     parse_reranker,
     user_entry,
 )
-from hydra_rag.errors import ConfigError, ModelError, SidecarError, UsageError
+from hydra_rag.errors import ConfigError, ModelError, SidecarError, Unreachable, UsageError
 from hydra_rag.hub.describe import ROLE_NAMES, Described, describe, entry_for, suggest_id
 from hydra_rag.hub.found import Found
 from hydra_rag.models.hf.refs import HubRef, candidates, choose, parse_ref, quant_of
@@ -190,7 +190,13 @@ def pull(name: str, role: str, say: Say, model_id: str | None = None,
         path = install_model(known, say, force=force)
         _self_test(known, role, say)
         return Registered(known, describe(path), False)
-    repo = hub.resolve(ref)
+    try:
+        repo = hub.resolve(ref)
+    except Unreachable as exc:
+        from hydra_rag.models.install import offline_advice
+
+        raise Unreachable(f"{exc}; {offline_advice(role, model_id or suggest_id(ref.repo))}",
+                          exc.tried, exc.reason) from None
     avail_mb, _ = machine()
     cand = choose(candidates(repo.sizes()), ref, role, avail_mb << 20 if ref.quant is None else 0)
     if ref.quant is None and ref.file is None and cand.quant:

