@@ -182,13 +182,15 @@ def test_get_reads_around_a_hit(folder: Path) -> None:
     proc = run_cli("get", "src/client.py:2-5", cwd=folder)
     assert [x.split(maxsplit=1)[0] for x in proc.stdout.splitlines()] == ["2", "3", "4", "5"]
     # what the walker leaves out, the index's own files, other folders: refused
-    for spec, why in ((".env", "not in the index"), ("notes/ignored.txt", "not in the index"),
-                      (".hydra-index/files.db", "not in the index"),
-                      ("/etc/hostname", "not in an indexed folder"),
-                      ("docs/guide.md:99", "past its end"), ("docs/guide.md:5-2", "ends before"),
-                      ("nothere.md", "no such file")):
+    for spec, why, rc in ((".env", "not in the index", 1),
+                          ("notes/ignored.txt", "not in the index", 1),
+                          (".hydra-index/files.db", "not in the index", 1),
+                          ("/etc/hostname", "not in an indexed folder", 1),
+                          ("docs/guide.md:99", "past its end", 1),
+                          ("docs/guide.md:5-2", "ends before", 2),  # a usage error
+                          ("nothere.md", "no such file", 1)):
         proc = run_cli("get", spec, cwd=folder)
-        assert proc.returncode == 1 and why in proc.stderr, (spec, proc.stderr)
+        assert proc.returncode == rc and why in proc.stderr, (spec, proc.stderr)
         assert "SECRET_TOKEN" not in proc.stdout + proc.stderr
     # a link out of the folder is read as what it points to: refused
     os.symlink("/etc/hostname", folder / "docs" / "host.md")
