@@ -284,7 +284,7 @@ class Chat:
             try:
                 sessions.save(self.doc)
             except OSError as exc:  # the answer stands; the saved session is as it was
-                from hydra_rag.faults import fault
+                from hydra_rag.errors import fault
 
                 what, todo = fault(exc) or (f"{exc.strerror or exc}".lower(), "")
                 result.notes.append(f"this turn was not saved to the session ({what}"

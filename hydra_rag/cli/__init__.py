@@ -16,8 +16,7 @@ import typer
 from rich.text import Text
 
 from hydra_rag.cli.base import app, err, humanize, quiet_stdout, state
-from hydra_rag.errors import HydraError, UsageError
-from hydra_rag.faults import fault, unexpected
+from hydra_rag.errors import HydraError, UsageError, fault, unexpected
 
 # Commands register in this order, which is the order --help lists them in.
 # isort: off

@@ -50,7 +50,7 @@ def serve(
     tag: _TAG = None,
 ) -> None:
     """Serve MCP at /mcp, the OpenAI API at /v1, /api/search and the web chat at / over HTTP."""
-    from hydra_rag.cli.base import say
+    from hydra_rag.cli.base import say, state
     from hydra_rag.serve.app import listen, run
     from hydra_rag.serve.auth import choose_token, login_url
     from hydra_rag.serve.scope import Scope
@@ -77,6 +77,7 @@ def serve(
             # clients take the token from `serve --print-token`.
             say(f"open {login_url(host, port, chosen)} — clients send Authorization: Bearer "
                 "$(hydra-rag serve --print-token)")
-        run(scope, host, port, chosen, sock, log=say)  # a line per request, on stderr
+        run(scope, host, port, chosen, sock, log=say,  # a line per request, on stderr
+            debug=state["debug"])
     finally:
         sock.close()

@@ -9,8 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from hydra_rag.config import Settings
-from hydra_rag.errors import HydraError, IndexFault, IndexLocked
-from hydra_rag.faults import fault
+from hydra_rag.errors import HydraError, IndexFault, IndexLocked, fault
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
 from hydra_rag.index.run import Run
 from hydra_rag.locks import file_lock, lock_holder, lock_label

@@ -32,7 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.errors import HydraError, UsageError, fault, unexpected
 from hydra_rag.serve import openai
 from hydra_rag.serve.auth import Guard, allowed_hosts, is_loopback, login
 from hydra_rag.serve.scope import Scope
@@ -52,17 +52,16 @@ def _error(exc: Exception) -> JSONResponse:
     return JSONResponse({"error": {"message": str(exc), "type": kind}}, status_code=status)
 
 
-def _failure(exc: Exception, path: str) -> JSONResponse:
+def _failure(exc: Exception, path: str, log: Callable[[str], None] | None,
+             debug: bool) -> JSONResponse:
     """What the machine did (a full disk, a removed folder: 503, it may pass) or an unforeseen
-    error (500), in one line to the client and one on stderr; the traceback only with
-    `hydra-rag --debug serve`."""
-    from hydra_rag.cli.base import say, state
-    from hydra_rag.faults import fault, unexpected
-
+    error (500), in one line to the client and one in the log; the traceback only with
+    `debug` (`hydra-rag --debug serve`)."""
     found = fault(exc)
     line = f"{found[0]}; {found[1]}" if found else unexpected(exc)
-    say(f"error: {path}: {line}")
-    if state["debug"]:
+    if log is not None:
+        log(f"error: {path}: {line}")
+    if debug:
         import traceback
 
         traceback.print_exception(exc)
@@ -114,8 +113,10 @@ async def _json(request: Request) -> Any:
 
 
 def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
-          token: str | None = None, log: Callable[[str], None] | None = None) -> Starlette:
-    """The whole app over `scope`; with `log`, a line for each request (RequestLog)."""
+          token: str | None = None, log: Callable[[str], None] | None = None,
+          debug: bool = False) -> Starlette:
+    """The whole app over `scope`; with `log`, a line for each request (RequestLog) and for
+    each failure; `debug`: a failure's traceback on stderr too."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     from hydra_rag.serve.mcp_tools import build as build_mcp
@@ -146,7 +147,7 @@ def build(scope: Scope, host: str = "127.0.0.1", port: int = 8765,
             except (HydraError, ValueError) as exc:
                 return _error(exc)
             except Exception as exc:
-                return _failure(exc, request.url.path)
+                return _failure(exc, request.url.path, log, debug)
         return run
 
     async def search(request: Request) -> Response:
@@ -332,7 +333,8 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def run(scope: Scope, host: str, port: int, token: str | None,
-        sock: socket.socket | None = None, log: Callable[[str], None] | None = None) -> None:
+        sock: socket.socket | None = None, log: Callable[[str], None] | None = None,
+        debug: bool = False) -> None:
     """Serve until interrupted, on `sock` if given (from `listen(host, port)`); `token` None:
     none asked for (loopback only, see auth.choose_token); `log` takes a line per request."""
     import uvicorn
@@ -340,6 +342,6 @@ def run(scope: Scope, host: str, port: int, token: str | None,
     if not is_loopback(host) and not token:
         raise UsageError(f"--host {host} opens the server to the network: give --token (a "
                          "secret clients send as Authorization: Bearer TOKEN)")
-    config = uvicorn.Config(build(scope, host, port, token, log), host=host, port=port,
+    config = uvicorn.Config(build(scope, host, port, token, log, debug), host=host, port=port,
                             log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock or listen(host, port)])

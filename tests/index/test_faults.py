@@ -17,7 +17,7 @@ import yaml
 
 from conftest import run_cli, write_tree
 from hydra_rag.config import load_settings
-from hydra_rag.faults import fault, fault_errno, unexpected
+from hydra_rag.errors import fault, fault_errno, unexpected
 from hydra_rag.index import folder_status
 
 
@@ -259,14 +259,15 @@ def test_an_unforeseen_failure_is_one_line_and_a_traceback_with_debug(
         cli.run(["--debug", "status", "."])
 
 
-def test_serve_answers_a_fault_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_answers_a_fault_in_one_line() -> None:
     from hydra_rag.serve.app import _failure
 
-    resp = _failure(OSError(errno.ENOSPC, "No space left on device", "/h/state/x"), "/v1/chat")
+    logged: list[str] = []
+    resp = _failure(OSError(errno.ENOSPC, "No space left on device", "/h/state/x"), "/v1/chat",
+                    logged.append, debug=False)
     assert resp.status_code == 503
     assert resp.body == (b'{"error":{"message":"the disk is full (/h/state/x); free some space",'
                          b'"type":"server_error"}}')
-    assert capsys.readouterr().err == "error: /v1/chat: the disk is full (/h/state/x); free some " \
-                                      "space\n"
-    resp = _failure(RuntimeError("boom"), "/api/search")
+    assert logged == ["error: /v1/chat: the disk is full (/h/state/x); free some space"]
+    resp = _failure(RuntimeError("boom"), "/api/search", logged.append, debug=False)
     assert resp.status_code == 500 and b"unexpected RuntimeError: boom" in resp.body
