@@ -119,26 +119,32 @@ def models_import(
         "--dry-run", help="List what would be registered; register nothing.")] = False,
     check: Annotated[bool, typer.Option(
         "--check", help="Load and run each new model once before registering it.")] = False,
+    model_id: Annotated[str | None, typer.Option(
+        "--id", help="The id to register the one model found as (default: a short one from "
+        "its name).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Find the GGUF models Ollama, LM Studio, the Hugging Face cache and llama.cpp already
     downloaded, and register each where it lies (nothing is copied): chat models, embedders
-    and rerankers, with what their files say of themselves."""
-    from hydra_rag.hub.found import SOURCES, find
+    and rerankers, with what their files say of themselves. A copy of an installed model is
+    not registered again."""
+    from hydra_rag.hub.found import SOURCES, find, places
     from hydra_rag.hub.register import import_found
 
     chosen = tuple(from_ or SOURCES)
     bad = [s for s in chosen if s not in SOURCES]
     if bad:
         raise typer.BadParameter(f"--from must be one of {', '.join(SOURCES)}, not {bad[0]!r}")
-    rows = import_found(find(chosen), say, dry_run=dry_run, test=check)
+    rows = import_found(find(chosen), say, dry_run=dry_run, test=check, model_id=model_id)
     if as_json:
         print_json([{"source": r.found.source, "name": r.found.name, "path": str(r.found.path),
                      "role": r.role or None, "id": r.entry_id or None, "size": r.size or None,
                      "state": r.state, "why": r.why or None} for r in rows])
         return
     if not rows:
-        say("no GGUF models found (looked in: " + ", ".join(chosen) + ")")
+        read = "; ".join(f"{src}: {path}{'' if there else ' (not there)'}"
+                         for src, path, there in places(chosen))
+        say(f"no GGUF models found; looked in {read}")
         return
     for r in rows:
         label = {"registered": "would register" if dry_run else "registered",

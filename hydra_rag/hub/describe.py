@@ -96,6 +96,30 @@ def suggest_id(text: str) -> str:
     return name[:64] or "model"
 
 
+# llama.cpp's `-hf` downloads are named OWNER_REPO_FILE (bartowski_SmolLM2-…-GGUF_SmolLM2-…).
+_LLAMA_CPP_NAME = re.compile(r"^[^/]*?[-_.]gguf_(?P<file>.+)$", re.IGNORECASE)
+
+
+def readable_id(name: str) -> str:
+    """A short id in the catalog's style from a model file's name (or another tool's name for
+    it): llama.cpp's OWNER_REPO_ prefix and the quantisation dropped, lower case
+    (`bartowski_SmolLM2-135M-Instruct-GGUF_SmolLM2-135M-Instruct-Q4_K_M.gguf` →
+    `smollm2-135m-instruct`)."""
+    from hydra_rag.models.hf.refs import quant_of
+
+    base = name.rsplit("/", 1)[-1]
+    m = SPLIT.match(base)
+    stem = m.group("prefix") if m else re.sub(r"\.gguf$", "", base, flags=re.IGNORECASE)
+    m = _LLAMA_CPP_NAME.match(stem)
+    if m:
+        stem = m.group("file")
+    quant = quant_of(stem + ".gguf")
+    if quant:
+        cut = re.sub(rf"[-_.:]?{re.escape(quant)}$", "", stem, flags=re.IGNORECASE)
+        stem = cut if cut.strip("-_.") else stem
+    return suggest_id(stem)
+
+
 def entry_for(d: Described, model_id: str, port: int, via: str,
               overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The user-catalog entry for a described model (options given by the user win)."""

@@ -63,11 +63,34 @@ def find(sources: tuple[str, ...] = SOURCES, home: Path | None = None) -> list[F
     return out
 
 
-def ollama_roots(home: Path) -> list[Path]:
+def places(sources: tuple[str, ...] = SOURCES, home: Path | None = None
+           ) -> list[tuple[str, Path, bool]]:
+    """The folders `find` reads for each source: (source, folder, whether it is there)."""
+    from huggingface_hub import constants
+
+    home = home or Path.home()
+    out: list[tuple[str, Path, bool]] = []
+    if "ollama" in sources:
+        out += [("ollama", r, _is_dir(r / "manifests")) for r in _unique(_ollama_all(home))]
+    if "lmstudio" in sources:
+        out += [("lmstudio", r, _is_dir(r)) for r in _unique(_lmstudio_all(home))]
+    if "hf" in sources:
+        hub = Path(constants.HF_HUB_CACHE)
+        out.append(("hf", hub, _is_dir(hub)))
+    if "llama.cpp" in sources:
+        root = _llama_root(home)
+        out.append(("llama.cpp", root, _is_dir(root)))
+    return out
+
+
+def _ollama_all(home: Path) -> list[Path]:
     roots = [Path(os.environ["OLLAMA_MODELS"]).expanduser()] if os.environ.get("OLLAMA_MODELS") \
         else []
-    roots += [home / ".ollama" / "models", Path("/usr/share/ollama/.ollama/models")]
-    return _unique(r for r in roots if _is_dir(r / "manifests"))
+    return roots + [home / ".ollama" / "models", Path("/usr/share/ollama/.ollama/models")]
+
+
+def ollama_roots(home: Path) -> list[Path]:
+    return _unique(r for r in _ollama_all(home) if _is_dir(r / "manifests"))
 
 
 def _is_dir(path: Path) -> bool:
@@ -155,6 +178,10 @@ def _blob(root: Path, digest: str) -> Path | None:
 
 
 def lmstudio_roots(home: Path) -> list[Path]:
+    return _unique(r for r in _lmstudio_all(home) if _is_dir(r))
+
+
+def _lmstudio_all(home: Path) -> list[Path]:
     roots = []
     for settings in (home / ".lmstudio" / "settings.json",
                      home / ".cache" / "lm-studio" / "settings.json"):
@@ -164,8 +191,7 @@ def lmstudio_roots(home: Path) -> list[Path]:
             folder = None
         if isinstance(folder, str) and folder:
             roots.append(Path(folder).expanduser())
-    roots += [home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"]
-    return _unique(r for r in roots if _is_dir(r))
+    return roots + [home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"]
 
 
 def lmstudio(home: Path) -> Iterator[Found]:
@@ -219,8 +245,12 @@ def _hub_layout(root: Path, source: str) -> Iterator[Found]:
                 yield Found(source, f"{repo_id}/{rel}", f, f.name)
 
 
+def _llama_root(home: Path) -> Path:
+    return Path(os.environ.get("LLAMA_CACHE") or home / ".cache" / "llama.cpp").expanduser()
+
+
 def llama_cache(home: Path) -> Iterator[Found]:
-    root = Path(os.environ.get("LLAMA_CACHE") or home / ".cache" / "llama.cpp").expanduser()
+    root = _llama_root(home)
     if not _is_dir(root):
         return
     try:

@@ -27,7 +27,14 @@ from hydra_rag.catalog import (
     user_entry,
 )
 from hydra_rag.errors import ConfigError, ModelError, SidecarError, Unreachable, UsageError
-from hydra_rag.hub.describe import ROLE_NAMES, Described, describe, entry_for, suggest_id
+from hydra_rag.hub.describe import (
+    ROLE_NAMES,
+    Described,
+    describe,
+    entry_for,
+    readable_id,
+    suggest_id,
+)
 from hydra_rag.hub.found import Found
 from hydra_rag.models.hf.refs import HubRef, candidates, choose, parse_ref, quant_of
 from hydra_rag.paths import dirs
@@ -240,9 +247,17 @@ def registered_paths() -> dict[Path, str]:
 
 
 def import_found(found: list[Found], say: Say, dry_run: bool = False,
-                 test: bool = False) -> list[Imported]:
-    """Register each model found (in place, never copied) that is not registered yet."""
+                 test: bool = False, model_id: str | None = None) -> list[Imported]:
+    """Register each model found (in place, never copied) that is not registered yet, under a
+    short id made from its name (`model_id` for the one model to register). A file that is an
+    installed model's file (the same path, or the same size and SHA-256) is not registered
+    again: its row names that model."""
     known = registered_paths()
+    same = _Twins(known)
+    fresh = [f for f in found if not f.note and f.path.resolve() not in known]
+    if model_id is not None and len(fresh) != 1:
+        raise UsageError(f"--id names one model, and {len(fresh)} would be registered: narrow "
+                         "them with --from (`--dry-run` lists them)")
     out = []
     for f in found:
         if f.note:
@@ -256,7 +271,12 @@ def import_found(found: list[Found], say: Say, dry_run: bool = False,
         except ModelError as exc:
             out.append(Imported(f, state="skipped", why=str(exc)))
             continue
-        mid = free_id(suggest_id(f.id_hint), f.via, d.path)
+        twin = same.of(d)
+        if twin is not None:
+            out.append(Imported(f, d.role, known[twin], d.size, "known",
+                                f"the same file (size and SHA-256) as {twin}"))
+            continue
+        mid = model_id or free_id(_import_id(f), f.via, d.path)
         overrides: dict[str, Any] = {}
         if d.role == "chat":
             if f.params:
@@ -270,5 +290,48 @@ def import_found(found: list[Found], say: Say, dry_run: bool = False,
                 out.append(Imported(f, d.role, mid, d.size, "skipped", str(exc)))
                 continue
             known[d.path.resolve()] = mid
+            same.add(d.path.resolve())
         out.append(Imported(f, d.role, mid, d.size, "registered"))
     return out
+
+
+def _import_id(f: Found) -> str:
+    """A short readable id for a model found: from its name, without the quantisation; a
+    file named for nothing (model-f16.gguf) takes its repository's name."""
+    base = readable_id(f.id_hint)
+    parts = f.name.split("/")
+    if base.startswith(("model", "ggml-model")) and f.source != "ollama" and len(parts) > 2:
+        base = readable_id(parts[1])
+    return base
+
+
+class _Twins:
+    """Installed models' files by size, hashed only when a file found has the same size."""
+
+    def __init__(self, known: dict[Path, str]) -> None:
+        self.by_size: dict[int, list[Path]] = {}
+        self.hashes: dict[Path, str] = {}
+        for path in known:
+            self.add(path)
+
+    def add(self, path: Path) -> None:
+        if path.is_file():
+            self.by_size.setdefault(path.stat().st_size, []).append(path)
+
+    def _hash(self, path: Path) -> str:
+        from hydra_rag.models.install import sha256_of
+
+        if path not in self.hashes:
+            self.hashes[path] = sha256_of(path)
+        return self.hashes[path]
+
+    def of(self, d: Described) -> Path | None:
+        """The installed file `d` is a copy of (a model in one file), or None."""
+        if len(d.parts) != 1:
+            return None
+        path = d.path.resolve()
+        try:
+            twins = [p for p in self.by_size.get(path.stat().st_size, []) if p != path]
+            return next((p for p in twins if self._hash(p) == self._hash(path)), None)
+        except OSError:
+            return None

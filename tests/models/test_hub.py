@@ -290,13 +290,25 @@ def _ollama_model(root: Path, name: str, tag: str, gguf: Path,
         "config": config, "layers": layers}))
 
 
+def _variant(src: Path, dest: Path) -> Path:
+    """A copy of a GGUF that is another file (its general.name's first letter in the other
+    case) and the same model: a copy of an installed model would not be imported."""
+    raw = bytearray(src.read_bytes())
+    at = raw.index(b"general.name") + len(b"general.name") + 4 + 8  # type, length
+    raw[at:at + 1] = raw[at:at + 1].swapcase()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(bytes(raw))
+    return dest
+
+
 def test_models_from_ollama_and_lm_studio_run_where_they_lie(
-        hub_home: Path, corpus: Path, split_minilm: list[Path]) -> None:
+        hub_home: Path, corpus: Path, split_minilm: list[Path], tmp_path: Path) -> None:
     user = Path(os.environ["HOME"])
     ollama = user / ".ollama" / "models"
-    _ollama_model(ollama, "smollm2", "135m", _models(hub_home) / SMOL,
+    _ollama_model(ollama, "smollm2", "135m", _variant(_models(hub_home) / SMOL, tmp_path / SMOL),
                   {"temperature": 0.3, "num_ctx": 2048, "stop": ["<|im_end|>"], "top_k": 30})
-    _ollama_model(ollama, "all-minilm", "latest", _models(hub_home) / MINILM)
+    _ollama_model(ollama, "all-minilm", "latest",
+                  _variant(_models(hub_home) / MINILM, tmp_path / MINILM))
     lm = user / ".lmstudio" / "models" / "test-org" / "minilm-GGUF"
     lm.mkdir(parents=True)
     for p in split_minilm:
@@ -337,6 +349,42 @@ def test_models_from_ollama_and_lm_studio_run_where_they_lie(
     blob = Path(str(smol["path"]))
     assert run_cli("models", "rm", "smollm2-135m-2").returncode == 0
     assert blob.is_file()
+
+
+def test_import_says_where_it_looked_gives_short_ids_and_knows_copies(
+        hub_home: Path, tmp_path: Path) -> None:
+    user = Path(os.environ["HOME"])
+    proc = run_cli("models", "import", "--from", "lmstudio", "--from", "llama.cpp")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"no GGUF models found; looked in lmstudio: {user}/.lmstudio/models (not there); "
+        f"lmstudio: {user}/.cache/lm-studio/models (not there); llama.cpp: "
+        f"{user}/.cache/llama.cpp (not there)"]
+    # llama.cpp's name for a download (OWNER_REPO_FILE) makes a short id, without the
+    # quantisation; a copy of the installed smollm2-135m (LM Studio's) is not imported again.
+    smol = _models(hub_home) / SMOL
+    mangled = "bartowski_SmolLM2-135M-Instruct-GGUF_SmolLM2-135M-Instruct-Q4_1.gguf"
+    _variant(smol, user / ".cache" / "llama.cpp" / mangled)
+    copy = user / ".lmstudio" / "models" / "test-org" / "smol-GGUF" / SMOL
+    copy.parent.mkdir(parents=True)
+    shutil.copyfile(smol, copy)
+    proc = run_cli("models", "import", "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["source"]: r for r in json.loads(proc.stdout)}
+    assert (rows["llama.cpp"]["id"], rows["llama.cpp"]["state"]) == (
+        "smollm2-135m-instruct", "registered")
+    assert (rows["lmstudio"]["id"], rows["lmstudio"]["state"]) == ("smollm2-135m", "known")
+    assert rows["lmstudio"]["why"] == f"the same file (size and SHA-256) as {smol.resolve()}"
+    text = run_cli("models", "import", "--dry-run").stdout
+    assert (f"lmstudio:test-org/smol-GGUF/{SMOL}: already registered as smollm2-135m (chat "
+            "model") in text
+    # --id names the one model to register; with several it is refused.
+    proc = run_cli("models", "import", "--id", "tiny-chat")
+    assert proc.returncode == 2 and "--id names one model, and 2 would be" in proc.stderr
+    proc = run_cli("models", "import", "--from", "llama.cpp", "--id", "tiny-chat")
+    assert proc.returncode == 0, proc.stderr
+    assert f"llama.cpp:{mangled}: registered as tiny-chat (chat model" in proc.stdout
+    assert _ids(hub_home, "models") == ["tiny-chat"]
 
 
 def test_an_ollama_model_with_an_adapter_is_skipped_with_the_reason(hub_home: Path) -> None:
