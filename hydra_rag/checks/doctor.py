@@ -159,10 +159,12 @@ def _self_test(check: Check, spec: sidecar.SidecarSpec, entry: Any = None,
     backend = {"onnx": "ONNX Runtime"}.get(info.get("backend", ""), "llama.cpp")
     speed = ""
     if entry is not None and (info.get("speed") or {}).get("tokens_per_s"):
-        from hydra_rag.models.speeds import record
+        from hydra_rag.models.speeds import busy_note, rate, record
 
         record(entry, role, info)
-        speed = f", {info['speed']['tokens_per_s']:,.0f} tokens/s"
+        busy = busy_note(info)
+        speed = f", {rate(float(info['speed']['tokens_per_s']))} tokens/s" + (
+            f"; {busy}, so this is slower than it runs idle" if busy else "")
     return replace(check, detail=f"{check.detail}; self-test passed on {info.get('device')} "
                                  f"({backend}{speed})")
 
@@ -179,13 +181,19 @@ def fit_check() -> Check:
     if not any(f.basis for f in fits):
         return Check("warn", "models that fit", "no model's speed measured here yet",
                      "hydra-rag models recommend")
-    parts = []
+    parts, missing = [], []
     for role, label in (("chat", "chat models"), ("embed", "embedders")):
         usable = sorted((f for f in fits if f.role == role and f.usable), key=lambda f: f.size or 0)
         names = ", ".join(f"{f.id}{'' if f.installed else ' (not installed)'}" for f in usable)
         parts.append(f"{label}: {names or 'none'}")
-    return Check("ok", "models that fit", "usable here: " + "; ".join(parts),
-                 "hydra-rag models recommend")
+        missing += [] if usable else [role]
+    busy = next((f.note for f in fits if f.basis == "measured" and f.note), "")
+    detail = "usable here: " + "; ".join(parts) + (f" (timed when {busy})" if busy else "")
+    if missing:  # nothing to answer with (or to index with) at a usable speed
+        fix = "hydra-rag models recommend" + (
+            " (or hydra-rag models pull smollm2-135m)" if "chat" in missing else "")
+        return Check("warn", "models that fit", detail, fix)
+    return Check("ok", "models that fit", detail, "hydra-rag models recommend")
 
 
 def _crash_check(name: str, exc: SidecarCrash) -> Check:

@@ -234,22 +234,22 @@ def models_recommend(
     measured: dict[str, Any] = {}
     if measure:
         for role in ("chat", "embed"):
-            entry = rec.to_measure(role)
-            if entry is None:
-                continue
-            say(f"timing {entry.id} (a short self-test)")
-            try:
-                info = rec.measure(entry, role)
-            except HydraError as exc:
-                say(f"warning: {entry.id} could not be timed: {exc}")
-                continue
-            measured[entry.id] = info.get("speed", {})
+            for entry in rec.to_measure(role):
+                say(f"timing {entry.id} (a short self-test)")
+                try:
+                    info = rec.measure(entry, role)
+                except HydraError as exc:
+                    say(f"warning: {entry.id} could not be timed: {exc}")
+                    continue
+                measured[entry.id] = {**info.get("speed", {}), "busy": info.get("busy")}
     fits = rec.assess(machine)
     best = max((f for f in fits if f.role == "chat" and f.usable), key=lambda f: f.size or 0,
                default=None)
+    best_emb = rec.best_embedder(fits)
     if as_json:
         print_json({"machine": machine.__dict__, "measured_now": measured,
                     "recommended_chat": best.id if best else None,
+                    "recommended_embedder": best_emb.id if best_emb else None,
                     "models": [f.to_json() for f in fits]})
         return
     gpu = f"GPU {machine.gpu}" if machine.gpu else "no GPU llama.cpp can use"
@@ -261,24 +261,32 @@ def models_recommend(
     for role in ("chat", "embed"):
         out.print(titles[role], markup=False, highlight=False)
         for f in sorted((f for f in fits if f.role == role), key=lambda f: f.size or 0):
-            out.print("  " + _fit_line(f, f is best), markup=False, highlight=False)
+            out.print("  " + _fit_line(f, f is best or f is best_emb), markup=False,
+                      highlight=False)
+    from hydra_rag.config import load_settings
+
+    configured = load_settings().embedder_for("code")
+    if best_emb is not None and best_emb.id != configured:
+        say(f"{best_emb.id} embeds faster here than {configured}, the configured embedder: "
+            f"`hydra-rag rag setup --embedder {best_emb.id}` (the next index run rebuilds)")
     if not any(f.basis for f in fits):
         say("no speed measured yet: run `hydra-rag models recommend` with a chat model and an "
             "embedder installed (`make install` puts the defaults in place)")
 
 
 def _fit_line(f: Any, best: bool) -> str:
-    from hydra_rag.models.speeds import CHUNK_TOKENS, CHUNKS
+    from hydra_rag.models.speeds import CHUNK_TOKENS, CHUNKS, rate
 
     size = f"{(f.size or 0) / (1 << 20):>7,.0f} MiB" if f.size else "   size ?  "
     if f.tokens_per_s is None:
         speed = "speed not known"
     else:
-        speed = f"{'' if f.basis == 'measured' else '~'}{f.tokens_per_s:,.0f} tokens/s"
+        speed = f"{'' if f.basis == 'measured' else '~'}{rate(f.tokens_per_s)} tokens/s"
         if f.role == "embed":
             minutes = CHUNKS * CHUNK_TOKENS / f.tokens_per_s / 60
             speed += f" ({CHUNKS:,} chunks in ~{minutes:,.0f} min)"
         speed += f", {f.basis}" if f.basis != "measured" else ", measured here"
+        speed += f" ({f.note})" if f.note else ""
     verdict = "usable" if f.usable else "does not fit in the memory available" if not f.fits \
         else "too slow" if f.tokens_per_s is not None else "not judged"
     mark = "*" if best else " "

@@ -14,7 +14,7 @@ from typing import Any
 
 from hydra_rag.hub.register import Entry, entries_of, spec_for
 from hydra_rag.models.hf.refs import needs
-from hydra_rag.models.speeds import estimate, record, recorded, size_of
+from hydra_rag.models.speeds import busy_note, estimate, rate, record, recorded, size_of
 
 # Usable: a chat model writes at least as fast as people read (~5 tokens/s); an embedder
 # indexes 10,000 chunks of 333 tokens within an hour (~925 tokens/s).
@@ -90,29 +90,72 @@ def assess(machine: Machine, speeds: dict[str, dict[str, Any]] | None = None) ->
             fits = not avail or need <= avail
             if e.id in speeds and speeds[e.id].get("role") == role:
                 tps: float | None = float(speeds[e.id]["tokens_per_s"])
-                basis = "measured"
+                basis, note = "measured", busy_note(speeds[e.id])
             else:
                 tps, ref = estimate(e, role, speeds)
                 basis = f"estimated from {ref}" if ref else ""
+                note = _how(e, role, speeds[ref]) if ref else ""
             usable = fits and tps is not None and tps >= usable_at
             installed = e.installed()
             out.append(Fit(e.id, role, size, installed, fits, tps, basis, usable,
-                           "" if installed else f"hydra-rag {verb} pull {e.id}"))
+                           "" if installed else f"hydra-rag {verb} pull {e.id}", note))
     return out
 
 
-def to_measure(role: str) -> Entry | None:
-    """The installed model of a role to time: for chat the largest that fits (an estimate
+def _how(entry: Entry, role: str, ref: dict[str, Any]) -> str:
+    """What an estimate rests on: the rate measured and what it was scaled by."""
+    from hydra_rag.models.speeds import work
+
+    mine = work(entry, role)
+    by = ("file size: writing a token reads every weight once" if role == "chat" else
+          "file size" if ref.get("work") == ref.get("size") else "layers × width²")
+    scale = f"× {ref['work'] / mine:.3g} by {by}" if mine and ref["work"] != mine else \
+        "the same work"
+    names = {"onnx": "ONNX Runtime"}
+    other = ref.get("backend", "llama.cpp")
+    across = (f" on {names.get(other, other)}, not timed on "
+              f"{names.get(entry.backend, entry.backend)} yet") if other != entry.backend else ""
+    busy = busy_note(ref)
+    return (f"its {rate(float(ref['tokens_per_s']))} tokens/s measured here{across}, "
+            f"{scale}" + (f"; {busy}" if busy else ""))
+
+
+def best_embedder(fits: list[Fit]) -> Fit | None:
+    """The fastest usable embedder that knows the configured one's languages (the configured
+    one on a tie): where another is faster here, it is the one to recommend."""
+    from hydra_rag.catalog import load_embedders
+    from hydra_rag.config import load_settings
+
+    catalog = load_embedders()
+    chosen = catalog.get(load_settings().embedder_for("code"))
+    langs = set(chosen.languages) if chosen is not None else {"en"}
+    ok = [f for f in fits if f.role == "embed" and f.usable and f.tokens_per_s and f.id in catalog
+          and ("*" in catalog[f.id].languages or langs <= set(catalog[f.id].languages))]
+    return max(ok, key=lambda f: (f.tokens_per_s or 0, chosen is not None and f.id == chosen.id),
+               default=None)
+
+
+def to_measure(role: str) -> list[Entry]:
+    """The installed models of a role to time: for chat the largest that fits (an estimate
     from a larger model is the closer one for the models people pull); for embedders the
-    configured one, what an index runs on."""
+    configured one, what an index runs on, and the smallest installed one of each other
+    backend (ONNX Runtime's), whose rate no llama.cpp measurement tells."""
     machine = this_machine()
     if role == "embed":
         from hydra_rag.catalog import load_embedders
         from hydra_rag.config import load_settings
 
-        emb = load_embedders().get(load_settings().embedder_for("code"))
-        if emb is not None and emb.installed() and not emb.url:
-            return emb
+        catalog = load_embedders()
+        emb = catalog.get(load_settings().embedder_for("code"))
+        out: list[Entry] = [emb] if emb is not None and emb.installed() and not emb.url else []
+        others: dict[str, Entry] = {}
+        for x in catalog.values():
+            if x.url or not x.installed() or any(o.backend == x.backend for o in out):
+                continue
+            held = others.get(x.backend)
+            if held is None or (size_of(x) or 0) < (size_of(held) or 0):
+                others[x.backend] = x
+        return out + list(others.values())
     best: tuple[int, Entry] | None = None
     for e in entries_of(role):
         size = size_of(e)
@@ -122,4 +165,4 @@ def to_measure(role: str) -> Entry | None:
             continue
         if best is None or size > best[0]:
             best = (size, e)
-    return best[1] if best else None
+    return [best[1]] if best else []

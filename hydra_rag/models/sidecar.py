@@ -289,7 +289,9 @@ def self_test(spec: SidecarSpec, timeout: float = 300.0, speed: bool = False) ->
         raise SidecarError(f"model file for {spec.id!r} is missing: {spec.model_path}")
     log = dirs().sidecars / f"{spec.id}.self-test.log"
     sidecars_dir()  # private, even for a library caller that never ran the CLI
-    with log.open("w") as logf:
+    from hydra_rag.models.speeds import CpuWatch
+
+    with log.open("w") as logf, CpuWatch() as watch:
         try:
             extra = ("--self-test", "--speed") if speed else ("--self-test",)
             proc = subprocess.run(_command(spec, *extra), stdout=subprocess.PIPE,
@@ -304,6 +306,8 @@ def self_test(spec: SidecarSpec, timeout: float = 300.0, speed: bool = False) ->
         out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise SidecarError(f"self-test of {spec.id!r} printed no report; log {log}") from None
+    if speed:  # whether other processes shared the machine while it was timed
+        out["busy"] = watch.report()
     return out
 
 

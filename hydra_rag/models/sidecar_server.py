@@ -191,7 +191,7 @@ def main() -> None:
     if args.backend == "onnx":
         from hydra_rag.models import onnx_server
 
-        app, self_test = onnx_server.onnx_app(args, threads)
+        app, self_test, onnx_speed = onnx_server.onnx_app(args, threads)
         info.update(device="CPU", backend="onnx")
         system_info, serving = onnx_server.system_info, "CPU, ONNX Runtime"
     else:
@@ -211,7 +211,9 @@ def main() -> None:
 
         serving = info["device"]
     self_test()
-    if args.self_test and args.speed and args.backend == "llama.cpp" and args.role != "rerank":
+    if args.self_test and args.speed and args.backend == "onnx":
+        info["speed"] = onnx_speed(_SPEED_TEXT)
+    elif args.self_test and args.speed and args.role != "rerank":
         info["speed"] = _speed(server_llm(), args.role)
     if args.self_test:
         print(json.dumps({**info, "system_info": system_info()}), flush=True)

@@ -11,6 +11,8 @@ measurement it came from."""
 from __future__ import annotations
 
 import json
+import os
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,76 @@ from hydra_rag.paths import state_dir
 
 # SciFact's chunks averaged 333 tokens of MiniLM's (BENCHMARKS.md, issue 32).
 CHUNKS, CHUNK_TOKENS = 10_000, 333
+
+
+# Other processes using this much of the machine (in cores) while a model was timed make its
+# rate that of a busy machine: a chat model decoded 3 tokens/s beside a busy core and 41 alone
+# (BENCHMARKS.md, issue 45). Said beside every rate measured so.
+BUSY_CORES = 0.5
+
+
+class CpuWatch:
+    """How much CPU other processes used while a child was timed: the machine's busy time
+    (/proc/stat) less this process's and its children's, over the wall time, in cores; and
+    the load average at the end. Linux only (elsewhere it sees nothing)."""
+
+    def __enter__(self) -> CpuWatch:
+        self.start = (time.monotonic(), _busy_seconds(), _own_seconds())
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        wall = time.monotonic() - self.start[0]
+        busy, own = _busy_seconds(), _own_seconds()
+        others = (busy - self.start[1]) - (own - self.start[2])
+        self.others = max(others / wall, 0.0) if wall > 0 and busy and self.start[1] else 0.0
+        try:
+            self.load = os.getloadavg()[0]
+        except OSError:
+            self.load = 0.0
+
+    def report(self) -> dict[str, float]:
+        """{"others_cores", "cores", "load"}: what a speed record keeps."""
+        return {"others_cores": round(self.others, 2), "cores": float(os.cpu_count() or 1),
+                "load": round(self.load, 2)}
+
+
+def _busy_seconds() -> float:
+    """CPU seconds all cores spent busy since boot (0.0 where /proc/stat cannot be read)."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0.0
+    ticks = [int(x) for x in first[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle, iowait
+    steal_guest = sum(ticks[7:])  # steal (another machine's), guest (counted in user too)
+    return (sum(ticks) - idle - steal_guest) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    """CPU seconds this process and its finished children used."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def busy_note(rec: dict[str, Any] | None) -> str:
+    """"the machine was busy: …" for a speed record measured while other processes used the
+    CPU, else ""."""
+    busy = (rec or {}).get("busy") or {}
+    others = float(busy.get("others_cores") or 0)
+    if others < BUSY_CORES:
+        return ""
+    cores = float(busy.get("cores") or 0)
+    of = f" of {cores:g}" if cores else ""
+    load = f", load average {float(busy['load']):.1f}" if busy.get("load") else ""
+    return f"the machine was busy: other processes used {others:.1f}{of} cores{load}"
+
+
+def rate(tps: float) -> str:
+    """Tokens per second for a person: a decimal below 10 (0.4, not 0), none above."""
+    if tps < 0.05:
+        return "<0.1"
+    return f"{tps:.1f}" if tps < 10 else f"{tps:,.0f}"
 
 
 def speeds_path() -> Path:
@@ -47,6 +119,7 @@ def record(entry: Any, role: str, info: dict[str, Any]) -> None:
                      "device": info.get("device", ""),
                      "tokens_per_s": speed["tokens_per_s"],
                      "prompt_tokens_per_s": speed.get("prompt_tokens_per_s"),
+                     **({"busy": info["busy"]} if info.get("busy") else {}),
                      "when": time.strftime("%Y-%m-%d %H:%M")}
     write_atomic(speeds_path(), json.dumps(doc, indent=1))
 
@@ -89,13 +162,18 @@ def estimate(entry: Any, role: str, speeds: dict[str, dict[str, Any]]
     """A rate for `entry` from the measurement of the same role and backend nearest in
     size, scaled by `work`; (None, "") when there is none to go by."""
     size, mine = size_of(entry), work(entry, role)
-    if not size or not mine:
+    if not mine:
         return None, ""
-    same = [(k, v) for k, v in speeds.items() if v.get("role") == role and v.get("size")
-            and v.get("work") and v.get("backend", "llama.cpp") == entry.backend]
+    usable = [(k, v) for k, v in speeds.items() if v.get("role") == role and v.get("size")
+              and v.get("work")]
+    # Another backend's rate where this one was never timed (an ONNX Runtime embedder beside
+    # llama.cpp's): the same work at that backend's rate, which the basis says.
+    same = [kv for kv in usable if kv[1].get("backend", "llama.cpp") == entry.backend] or usable
     if not same:
         return None, ""
-    ref_id, ref = min(same, key=lambda kv: abs(kv[1]["size"] - size))
+    # Nearest in size; an embedder not installed whose size is not known, nearest in work.
+    ref_id, ref = min(same, key=lambda kv: abs(kv[1]["size"] - size) if size else
+                      abs(kv[1]["work"] - mine))
     if (ref["work"] == ref["size"]) != (mine == size):  # the two measured in different terms
         return None, ""
     return float(ref["tokens_per_s"]) * ref["work"] / mine, ref_id

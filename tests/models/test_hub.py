@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -520,3 +522,54 @@ def test_recommend_measures_and_says_what_fits(hub_home: Path) -> None:
     assert "smollm2-135m" in text and "measured here" in text
     doctor = run_cli("doctor").stdout
     assert "models that fit" in doctor and "usable here: chat models:" in doctor
+    # A 7B model estimated from a tiny one writes a token a second or less here: a decimal,
+    # never "~0", and what the estimate rests on.
+    line = next(ln for ln in text.splitlines() if "qwen2.5-7b-instruct" in ln)
+    assert re.search(r" ~\d+(\.\d)? tokens/s, estimated from smollm2-135m \(its [\d.,]+ "
+                     r"tokens/s measured here, × [\d.]+ by file size", line), line
+    assert " ~0 tokens/s" not in text
+    # The ONNX Runtime embedders are judged too, from llama.cpp's rate until timed.
+    onnx = rows["minilm-l6-onnx"]
+    assert onnx["basis"] == "estimated from minilm-l6" and onnx["tokens_per_s"] > 0
+    assert "not timed on ONNX Runtime yet" in onnx["note"]
+    assert doc["recommended_embedder"] == "minilm-l6"
+
+
+def test_a_speed_measured_on_a_busy_machine_says_so(hub_home: Path) -> None:
+    """Other processes spinning on every core while the models are timed: recommend and
+    doctor say the machine was busy beside the rates they measured."""
+    spin = "import time\nend = time.time() + 120\nwhile time.time() < end: pass\n"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin])
+                for _ in range(os.cpu_count() or 1)]
+    try:
+        proc = run_cli("models", "recommend", "--json")
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    rows = {r["id"]: r for r in doc["models"]}
+    busy = doc["measured_now"]["smollm2-135m"]["busy"]
+    assert busy["others_cores"] >= 0.5, busy
+    assert rows["smollm2-135m"]["note"].startswith("the machine was busy: other processes "
+                                                   "used "), rows["smollm2-135m"]
+    assert "the machine was busy" in rows["qwen2.5-7b-instruct"]["note"]
+    text = run_cli("models", "recommend", "--no-measure").stdout
+    line = next(ln for ln in text.splitlines() if " smollm2-135m " in ln)
+    assert "measured here (the machine was busy: other processes used " in line, line
+
+
+def test_doctor_warns_when_no_chat_model_is_usable(hub_home: Path) -> None:
+    from hydra_rag.checks.doctor import fit_check
+    from hydra_rag.models.speeds import speeds_path
+
+    speeds_path().parent.mkdir(parents=True, exist_ok=True)
+    speeds_path().write_text(json.dumps({
+        "smollm2-135m": {"role": "chat", "size": 98_000_000, "backend": "llama.cpp",
+                         "work": 98_000_000.0, "tokens_per_s": 2.0},
+        "minilm-l6": {"role": "embed", "size": 25_000_000, "backend": "llama.cpp",
+                      "work": 884_736.0, "tokens_per_s": 3000.0}}))
+    check = fit_check()
+    assert check.status == "warn" and "chat models: none" in check.detail, check
+    assert check.fix == "hydra-rag models recommend (or hydra-rag models pull smollm2-135m)"
