@@ -44,6 +44,9 @@ class Batches:
     embedders: dict[str, Embedder]
     progress: ProgressFn
     _done: Progress | None
+    meta: dict[str, Any]
+    pending_marker = False  # meta's vectors_pending is a marker, not a count yet
+    later = False  # phase one: chunks are stored without vectors, embedded after (Run.vectors)
     _batch_size: tuple[int, int, int] = (0, 0, 0)  # bytes, chunks, chunks done before it
     _kinds_before: set[str | None]
     _live_embedders: dict[str, bool]
@@ -79,7 +82,8 @@ class Batches:
             reused: dict[str, Any] = {}
             again = [c.rel for c, _ in items if c.rel in start_files and start_files[c.rel].chunks]
             for r in store.rows_for_paths(t, again, ["hash", "vector"]):
-                reused[r["hash"]] = r["vector"]
+                if r["vector"] is not None:  # not one still waiting for its vector
+                    reused[r["hash"]] = r["vector"]
             all_rows = [r for _, rows in items for r in rows]
             need = [r for r in all_rows if r["hash"] not in reused]
             if need and self.ctx is None and t in self._kinds_before:
@@ -87,7 +91,8 @@ class Batches:
                 # vector is this chunk's. Not when contextualized: a context depends on the file.
                 for r in store.rows_in(t, "hash", sorted({r["hash"] for r in need}),
                                        ["hash", "vector"]):
-                    reused[r["hash"]] = r["vector"]
+                    if r["vector"] is not None:
+                        reused[r["hash"]] = r["vector"]
                 need = [r for r in all_rows if r["hash"] not in reused]
             if need and self.ctx is None and self._reusable(t):
                 # A rebuild for a new chunker: a chunk cut the same way keeps its vector.
@@ -95,7 +100,8 @@ class Batches:
                 try:
                     for r in self.live.rows_in(t, "hash", sorted({r["hash"] for r in need}),
                                                ["hash", "vector"]):
-                        reused[r["hash"]] = r["vector"]
+                        if r["vector"] is not None:
+                            reused[r["hash"]] = r["vector"]
                 except Exception:  # noqa: BLE001 - an unreadable old table: embed instead
                     self._live_embedders[t] = False
                 need = [r for r in all_rows if r["hash"] not in reused]
@@ -104,7 +110,18 @@ class Batches:
                           for r, x in zip(p.rows, p.inputs, strict=True)}
             if self.ctx is not None:
                 self._contextualize(t, [p for p in batch if p.kind == t], client.fits, embed_text)
-            if need:
+            if need and self.later and self.ctx is None:
+                # Phase one: stored now, searchable by every list but the vector one; the
+                # vectors come in phase two (Run.vectors), a batch at a time.
+                for r in need:
+                    r["vector"] = None
+                report.chunks_waiting += len(need)
+                waiting = self.meta.setdefault("vectors_pending", {})
+                if self.pending_marker:  # the run's marker (Run.run) gives way to the count
+                    waiting.clear()
+                    self.pending_marker = False
+                waiting[t] = waiting.get(t, 0) + len(need)
+            elif need:
                 vecs, stopped = self._embed(client, [embed_text[id(r)] for r in need])
                 report.chunks_embedded += len(vecs)
                 for r, v in zip(need, vecs, strict=False):  # all of them, unless stopped

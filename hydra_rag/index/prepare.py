@@ -106,7 +106,7 @@ def prepare(cand: Candidate, src: Source, fits: Callable[[str], bool],
     for ch in chunk_text(text, fits=fits, markup=src.markup, defs=spans):
         section = ch.section or scope_of(symbols[0], ch.line_start, ch.line_end)
         head = heading(kind, cand.rel, section)
-        embedded = with_section(head, ch.text, fits)
+        embedded = embed_input(kind, cand.rel, section, ch.text, fits)
         cid = chunk_id(cand.rel, ch.line_start, ch.line_end, ch.text, section)
         while cid in ids:  # equal pieces cut from one long line
             cid = text_hash(cid)
@@ -142,6 +142,13 @@ def symbols_of(rel: str, text: str, kind: str) -> tuple[list[Symbol], list[Refer
     """A code file's definitions and references, when a grammar reads its language."""
     lang = language_of(rel, text[:200]) if kind == "code" else None
     return parse(text, lang) if lang else ([], [])
+
+
+def embed_input(kind: str, path: str, section: str, text: str,
+                fits: Callable[[str], bool]) -> str:
+    """The text the embedder reads for a chunk, from what its row stores (so that a chunk
+    stored before its vector is embedded as one read now would be)."""
+    return with_section(heading(kind, path, section), text, fits)
 
 
 def with_section(section: str, text: str, fits: Callable[[str], bool]) -> str:

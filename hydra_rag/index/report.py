@@ -50,6 +50,11 @@ class IndexReport:
     chunks_removed: int = 0
     chunks_reused: int = 0
     chunks_embedded: int = 0  # chunks whose vector the embedder computed (the rest were reused)
+    # Two phases (setting vectors_later): chunks stored without a vector in phase one, the
+    # seconds until the folder was searchable, and chunks still without one at the end.
+    chunks_waiting: int = 0
+    searchable_s: float = 0.0
+    vectors_pending: int = 0
     chunks_total: dict[str, int] = field(default_factory=dict)
     embedders: dict[str, str] = field(default_factory=dict)
     rebuilt: bool = False

@@ -22,6 +22,7 @@ from hydra_rag.index.report import (
     unread_note,
 )
 from hydra_rag.index.state import State, diff, stale_analysis
+from hydra_rag.index.vectors import Vectors
 from hydra_rag.read.source import (
     read_source,
     recorded_secrets,
@@ -35,7 +36,7 @@ from hydra_rag.store.index_dir import FORMAT_VERSION, TABLES, FileEntry, Store, 
 from hydra_rag.store.symbols import SYMBOLS_VERSION
 
 
-class Run(Batches, State):
+class Run(Batches, State, Vectors):
     """One index run: walk, diff, read and chunk, embed, store, switch."""
 
     # Asked after each stored batch: True ends the run there, whole (what is left of the
@@ -53,6 +54,7 @@ class Run(Batches, State):
         """The whole run, in its order: remove what an interrupted rebuild left, walk, choose
         the language, load (and repair) the state, analyse, index; then, if it built a new
         generation, switch to it."""
+        started = time.monotonic()
         self.report.repaired += rebuild.clean(self.store)
         try:
             recorded = self.store.read_meta()
@@ -108,6 +110,9 @@ class Run(Batches, State):
                 f"{store.dir} stays private: it may still hold text of a private file that "
                 f"left; `hydra-rag index {self.root} --full` rebuilds it, and lets it be shared")
         report = self.report
+        report.searchable_s = round(time.monotonic() - started, 3)
+        if self.vectors_pending():  # phase two: this run's chunks, or what a run left
+            self.vectors()
         report.documents_extracted = self.docs.extracted
         report.embedders = {t: e.id for t, e in self.embedders.items()}
         # files.db and the tables agree (that is what the journal and repair guarantee), so
@@ -129,6 +134,11 @@ class Run(Batches, State):
     def interrupted(self) -> IndexInterrupted:
         """What an interruption (Ctrl-C, SIGTERM) leaves, in one line. A run updating the index
         in place records it in its journal, for the next run to say what it resumed."""
+        if self.in_phase_two:
+            left = self.report.vectors_pending
+            return IndexInterrupted(
+                f"every file is indexed and searchable; {left:,} chunks are still without their "
+                "vector (searches use the others); the next `hydra-rag index` embeds them")
         done = self._done
         n, total = (self._kept(), done.files_total) if done else (0, 0)
         if self.switched:
@@ -207,6 +217,15 @@ class Run(Batches, State):
             store.create_table(t, emb.id, emb.dims, a.fts_options())
         self.meta["lexical"] = {t: a.to_meta() for t, a in self.analysis.items()}
         self.meta["format_version"] = FORMAT_VERSION
+        # Two phases for an index updated in place (a rebuild is searched in the old one
+        # until it is whole), not with contexts (written as each chunk is embedded).
+        self.later = bool(self.settings.vectors_later and self.live is None and self.ctx is None
+                          and changed)
+        if self.later and not self.vectors_pending():
+            # Recorded before any row (one chunk, until batches count them): a kill in phase
+            # one leaves the vectors to the next run, which counts what waits.
+            self.meta["vectors_pending"] = {"code": 1}
+            self.pending_marker = True
         if stale or created or changed or removed:  # before any row (a no-op run writes it once, at its end)
             store.write_meta(self.meta)
         if d.touched:

@@ -175,6 +175,7 @@ class Searcher(TableQueries):
         self.skip_broken = skip_broken
         self._skipped: list[str] = []
         self._rebuilding: dict[Path, str] = {}  # folder → its "being rebuilt" warning
+        self._waiting: dict[Path, str] = {}  # folder → how many of its chunks have vectors
         # meta.yaml as last read, per folder: when it changes, a rebuild may have switched
         # the folder to a new generation of its index (see hydra_rag.store.rebuild).
         self._pointers: dict[Path, tuple[int, int]] = {}
@@ -193,6 +194,7 @@ class Searcher(TableQueries):
                 continue
             tables = {t: v for t, v in meta.get("tables", {}).items() if t in TABLES}
             self.stores.append((store, tables))
+            self._waiting[root] = vectors_notice(store, meta)
         if not self.stores:
             raise HydraError("no usable index: " + "; ".join(self.warnings))
         self._clients: dict[str, EmbedClient] = {}
@@ -220,7 +222,8 @@ class Searcher(TableQueries):
     @property
     def warnings(self) -> list[str]:
         """One line per folder skipped, and per folder searched while it is being rebuilt."""
-        return [*self._skipped, *(w for w in self._rebuilding.values() if w)]
+        return [*self._skipped, *(w for w in self._rebuilding.values() if w),
+                *(w for w in self._waiting.values() if w)]
 
     def _skip(self, exc: HydraError) -> None:
         if not self.skip_broken:
@@ -247,6 +250,7 @@ class Searcher(TableQueries):
                 if fresh.generation != store.generation:
                     store = fresh
                 self.stores[i] = (store, tables)
+                self._waiting[store.root] = vectors_notice(store, meta)
         self._rebuilding[store.root] = rebuild_notice(store)
         return store, tables
 
@@ -543,3 +547,18 @@ def _close(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
     pool.shutdown(wait=False)
     if not loop.is_closed():
         loop.close()
+
+
+def vectors_notice(store: Store, meta: dict[str, Any]) -> str:
+    """While an index run's second phase embeds (hydra_rag.index.vectors): how many chunks
+    have their vector; "" when all of them have."""
+    waiting = sum(int(n) for n in (meta.get("vectors_pending") or {}).values())
+    if not waiting:
+        return ""
+    try:
+        total = sum(store.file_list.chunk_totals().values())
+    except HydraError:
+        return ""
+    have = max(0, total - waiting)
+    return (f"{store.root}: vectors for {have:,} of {total:,} chunks; results improve as they "
+            "arrive (names, exact strings and words search every chunk)")

@@ -44,6 +44,7 @@ class CachedTable:
     vectors: Any
     ids: list[str]
     rowids: list[int]
+    missing: frozenset[int] = frozenset()  # rows without a vector yet: never a vector hit
     index: dict[int, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -57,6 +58,11 @@ class CachedTable:
         """Exact kNN by dot product (cosine for unit vectors), as LanceDB would answer it;
         among the chunks of the paths `only` when it is given."""
         sims = self.vectors @ vector
+        if self.missing:
+            sims[list(self.missing)] = -np.inf
+            limit = min(limit, len(sims) - len(self.missing))
+            if limit <= 0:
+                return Found([], [], self.rows, [])
         if only is not None:
             sims = np.where(self._of(only), sims, -np.inf)
             limit = min(limit, int(np.isfinite(sims).sum()))
@@ -128,10 +134,20 @@ class TableCache:
             self._reserved -= estimate
         vec = data.column("vector").combine_chunks()
         dims = vec.type.list_size
+        if vec.null_count:
+            # Chunks stored before their vectors (an index run's second phase): rows of
+            # zeros, which a product with a unit query vector puts last, and left out.
+            matrix = np.zeros((len(vec), dims), np.float32)
+            valid = vec.is_valid().to_numpy(zero_copy_only=False)
+            matrix[valid] = vec.filter(vec.is_valid()).flatten().to_numpy() \
+                .astype(np.float32, copy=False).reshape(-1, dims)
+        else:
+            matrix = vec.flatten().to_numpy().astype(np.float32, copy=False) \
+                .reshape(len(vec), dims)
         cached = CachedTable(
-            stamp, data.drop_columns(["vector", "_rowid"]).combine_chunks(),
-            vec.flatten().to_numpy().astype(np.float32, copy=False).reshape(len(vec), dims),
+            stamp, data.drop_columns(["vector", "_rowid"]).combine_chunks(), matrix,
             data.column("id").to_pylist(), data.column("_rowid").to_pylist(),
+            missing=frozenset(np.flatnonzero(~valid).tolist()) if vec.null_count else frozenset(),
         )
         if self._used() + self._reserved + cached.nbytes <= self.budget:
             self._held[key] = cached

@@ -442,7 +442,8 @@ class Store:
         if tbl is None:
             return 0
         self.ensure_fts(name, fts_options)
-        trained = self._vector_index(tbl, trained)
+        if not tbl.count_rows("vector IS NULL"):  # trained once every chunk has its vector
+            trained = self._vector_index(tbl, trained)
         # Keep a few minutes of old versions: a search running right now may still read one.
         # (optimize also adds the rows appended since to the indexes, without retraining.)
         tbl.optimize(cleanup_older_than=timedelta(minutes=5))
@@ -486,10 +487,12 @@ class Store:
         return int(stats.num_unindexed_rows)
 
     def add(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Store rows; a row whose vector is None waits for it (store/vectors.py)."""
         if rows:
             tbl = self.table(name)
             assert tbl is not None
-            tbl.add(rows)
+            later = any(r["vector"] is None for r in rows)
+            tbl.add(rows, **({"on_bad_vectors": "null"} if later else {}))
 
     def delete_ids(self, name: str, ids: Iterable[str]) -> None:
         tbl = self.table(name)
