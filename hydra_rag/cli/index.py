@@ -37,19 +37,21 @@ class _ProgressView:
         self.task: Any = None
         self._last_plain = (-1, 0.0)
         self._t0: float | None = None
+        self._stage = ""
 
     def __call__(self, p: Any) -> None:
-        if p.stage != "embed":
+        if p.stage not in ("embed", "vectors") or p.message:
             if p.message:
                 self.stop()
                 say(p.message)
             return
         now = time.monotonic()
-        if self._t0 is None:
-            self._t0 = now
+        if self._t0 is None or p.stage != self._stage:  # phase two has a rate of its own
+            self._t0, self._stage, self._last_plain = now, p.stage, (-1, 0.0)
         elapsed = now - self._t0
         rate = f"{p.chunks_done / elapsed:.1f} chunks/s" if elapsed >= 1 else "- chunks/s"
-        files = f"{p.files_done:,}/{p.files_total:,} files"
+        files = (f"{p.files_done:,}/{p.files_total:,} files" if p.stage == "embed"
+                 else "every file searchable")  # phase two: the vectors of stored chunks
         if self.live:
             if self.bar is None:
                 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -67,7 +69,8 @@ class _ProgressView:
                             chunks=f"{p.chunks_done:,}", rate=rate)
             return
         chunks, said = self._last_plain
-        end = p.files_done == p.files_total
+        end = (p.files_done == p.files_total if p.stage == "embed"
+               else p.bytes_estimate >= p.bytes_total)
         if end or p.chunks_done // 512 != chunks // 512 or now - said >= self.PLAIN_EVERY_S:
             self._last_plain = (p.chunks_done, now)
             share = p.bytes_estimate / p.bytes_total if p.bytes_total else 1.0
@@ -75,6 +78,12 @@ class _ProgressView:
             if not end and share > 0.02 and elapsed >= 5:
                 left = f", {_duration(elapsed * (1 - share) / share)} left"
             rated = f", {rate}" if p.chunks_done and elapsed >= 1 else ""
+            if p.stage == "vectors":
+                if chunks == p.chunks_done:
+                    return  # said already (the last request's line and the batch's)
+                say(f"embedded {p.chunks_done:,}/{p.bytes_total:,} chunks ({share:.0%})"
+                    f"{rated}{left}")
+                return
             say(f"indexed {files} ({share:.0%}), {p.chunks_done:,} chunks embedded{rated}{left}")
 
     def stop(self) -> None:
