@@ -283,6 +283,12 @@ def _show_status(s: Any, shown: int = 10) -> None:
     for label, value in (("rebuild", s.rebuild), ("repair", s.repair)):
         if value:
             line(f"{label}: {value}", "yellow")
+    if s.vectors and s.vectors["running"]:
+        v, total = s.vectors, sum(s.chunks.values())
+        pace = (f"; {v['rate']:.1f} chunks/s, {_duration(v['left_s'])} left"
+                if v["left_s"] is not None else "")
+        line(f"embedding: vectors for {max(0, total - v['pending']):,} of {total:,} chunks"
+             f"{pace} (every file is searchable by names, exact strings and words)")
     for note in s.notes:
         line(f"note: {note}", "dim")
     for label, paths in (("added", s.added), ("changed", s.changed), ("removed", s.removed)):

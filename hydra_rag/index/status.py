@@ -6,6 +6,7 @@ the counts come from files.db."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from hydra_rag.index.state import (
     rebuild_reason,
     stale_analysis,
 )
+from hydra_rag.locks import lock_holder
 from hydra_rag.read.source import (
     reader_for,
     recorded_secrets,
@@ -86,6 +88,9 @@ class FolderStatus:
     notes: list[str] = field(default_factory=list)  # what else the reader should know
     # per table: the rows its vector index was trained on (0: exact search; see store.ANN_ROWS)
     vector_index: dict[str, int] = field(default_factory=dict)
+    # chunks stored without their vector yet (setting vectors_later): how many, whether a run
+    # is embedding them now, its rate and the time left; None when every chunk has one
+    vectors: dict[str, Any] | None = None
     file_list: list[FileStatus] | None = None  # with files=True
 
     @property
@@ -105,7 +110,7 @@ class FolderStatus:
             "languages": self.languages, "files": self.files, "chunks": self.chunks,
             "skipped": self.skipped, "last_indexed": self.last_indexed,
             "selection": self.selection, "fix": self.fix, "problem": self.problem,
-            "notes": self.notes, "vector_index": self.vector_index}
+            "notes": self.notes, "vector_index": self.vector_index, "vectors": self.vectors}
         if self.file_list is not None:
             doc["file_list"] = [f.to_json() for f in self.file_list]
         return doc
@@ -158,11 +163,35 @@ def folder_status(path: Path, settings: Settings, include: list[str] | None = No
                              "`hydra-rag index` checks the index and completes it")
         status.rebuild = None if problem and store.meta_path.is_file() and recorded \
             else _rebuild(root, store, meta, recorded, walked, settings) or None
+        status.vectors = _vectors(store, meta)
+        if status.vectors and not status.vectors["running"] and not status.repair:
+            status.repair = (f"{status.vectors['pending']:,} chunks are without their vector "
+                             "(searches use the others): the next `hydra-rag index` embeds them")
         if d.current and not status.rebuild and not status.repair:
             status.state = CURRENT
     if files:
         status.file_list = _file_list(walked, recorded, d)
     return status
+
+
+def _vectors(store: Store, meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The second phase of an index run, as meta.yaml records it (hydra_rag.index.vectors):
+    chunks still without a vector, whether the run holding the folder's lock is alive and
+    embedding them, at what rate, and the time left."""
+    pending = sum(int(n) for n in (meta.get("vectors_pending") or {}).values())
+    if not pending:
+        return None
+    rate = float(meta.get("vectors_rate") or 0) or None
+    pid = lock_holder(store.lock_path)
+    running = False
+    try:
+        if pid:
+            os.kill(int(pid), 0)  # the holder of the folder's lock is alive
+            running = True
+    except (OSError, ValueError):
+        pass
+    return {"pending": pending, "running": running, "rate": rate,
+            "left_s": round(pending / rate) if rate and running else None}
 
 
 def _read(store: Store) -> tuple[dict[str, Any], dict[str, FileEntry], str | None]:

@@ -66,6 +66,7 @@ class Vectors:
         self.progress(done)
         # Smaller than phase one's batches: each is searchable as soon as it is stored.
         batch = max(1, min(self.settings.index_batch, PHASE_TWO_BATCH))
+        started = time.monotonic()
         for t in (t for t in TABLES if pending.get(t)):
             client = self.client(t)
             while rows := vectors.waiting(store, t, batch):
@@ -78,6 +79,9 @@ class Vectors:
                 pending[t] -= len(vecs)
                 done.bytes_done += len(vecs)
                 done.bytes_estimate = done.bytes_done
+                # the embedder's own rate, for `status` to say the time left
+                self.meta["vectors_rate"] = round(done.bytes_done
+                                                  / max(time.monotonic() - started, 1e-3), 2)
                 self._record_pending(pending)
                 self.report.vectors_pending = sum(pending.values())
                 if stopped is not None:
@@ -97,6 +101,7 @@ class Vectors:
             return
         else:
             self.meta.pop("vectors_pending")
+            self.meta.pop("vectors_rate", None)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self.store.write_meta(self.meta)
         try:

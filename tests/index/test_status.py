@@ -19,7 +19,7 @@ from hydra_rag.paths import dirs
 
 KEYS = {"root", "state", "rebuild", "repair", "added", "changed", "removed", "touched",
         "embedders", "languages", "files", "chunks", "skipped", "last_indexed", "selection",
-        "fix", "problem", "notes", "vector_index"}
+        "fix", "problem", "notes", "vector_index", "vectors"}
 
 
 def _index(root: Path, *args: str) -> None:

@@ -20,7 +20,7 @@ import yaml
 
 from conftest import copytree, run_cli, write_tree
 from hydra_rag.config import load_settings
-from hydra_rag.index import Progress, index_folder
+from hydra_rag.index import Progress, folder_status, index_folder
 from hydra_rag.search.retrieve import Searcher
 from hydra_rag.store.index_dir import Store
 
@@ -81,6 +81,7 @@ def test_searchable_before_any_vector_and_whole_at_the_end(
         assert text == one[cid][0] and vec is not None
         assert float(np.dot(vec, one[cid][1])) >= 0.9999, cid
     assert "vectors_pending" not in yaml.safe_load((root / ".hydra-index/meta.yaml").read_text())
+    assert folder_status(root, load_settings()).vectors is None
     searcher = Searcher(root, load_settings())
     assert searcher.warnings == []
     assert [h.path for h in searcher.search("when did the keeper light the lamp", 5)] == \
@@ -112,6 +113,11 @@ def test_a_kill_in_phase_two_leaves_an_index_the_next_run_completes(
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     left = sum((yaml.safe_load(meta.read_text())["vectors_pending"]).values())
+    status = folder_status(root, load_settings())  # nobody embeds them now: the next run does
+    assert status.state == "stale" and status.vectors is not None
+    assert status.vectors["pending"] == left and not status.vectors["running"]
+    assert status.repair == (f"{left:,} chunks are without their vector (searches use the "
+                             "others): the next `hydra-rag index` embeds them")
     stored = _rows(root)
     have = [cid for cid, (_t, v) in stored.items() if v is not None]
     assert 0 < len(have) < len(stored)
