@@ -160,6 +160,10 @@ def index(
         "CPU; kept for later runs once chosen).")] = None,
     context_model: Annotated[str | None, typer.Option(
         "--context-model", help="Chat model for --contextualize (default: smollm2-135m).")] = None,
+    background: Annotated[bool, typer.Option(
+        "--background", help="Return once every file is stored and searchable (names, exact "
+        "strings, words); embed the chunks in a background process (`status` shows how far).")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Index a folder into <folder>/.hydra-index (incremental; re-runs only read what changed)."""
@@ -194,19 +198,27 @@ def index(
         return
     # An embedder named on the command line is used for every table, whatever the language.
     settings = load_settings(embedder=embedder, context_model=context_model,
-                             foreign_embedder="off" if embedder else None)
+                             foreign_embedder="off" if embedder else None,
+                             vectors_later=True if background else None)
     view = _ProgressView()
     with _sigterm_interrupts() as stopped_by:
         try:
             report = index_folder(path, settings, include, exclude, full, tag, wait, view,
                                   repair, language, contextualize,
-                                  include_secrets=include_secrets)
+                                  include_secrets=include_secrets, embed_now=not background)
         except IndexInterrupted as exc:
             view.stop()
             say(f"interrupted: {exc}")
             raise typer.Exit(128 + stopped_by[0]) from None
         finally:
             view.stop()
+    if background and report.vectors_pending:
+        from hydra_rag.index.background import embed_in_background
+
+        pid, log = embed_in_background(Path(report.root))
+        report.notes.append(f"searchable now; {report.vectors_pending:,} chunks are being "
+                            f"embedded in the background (pid {pid}, log {log}): `hydra-rag "
+                            f"status {shlex.quote(report.root)}` shows how far")
     if as_json:
         print_json(report.to_json())
         return

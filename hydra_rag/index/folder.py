@@ -38,13 +38,16 @@ def index_folder(
     stop: Callable[[], bool] | None = None,
     holder: str = "index",
     include_secrets: bool | None = None,
+    embed_now: bool = True,
 ) -> IndexReport:
     """Bring `root/.hydra-index` up to date with the folder; returns what was done. `stop`
     is asked after each stored batch: True ends the run there, with a whole index. `holder`
     says who holds the folder's lock while it runs (a run finds a watch's lock and waits for
     it, up to WATCH_WAIT_S). `include_secrets` lets private keys and credentials in (None:
-    as the folder's last run chose). A full disk, a read-only folder or exhausted memory ends
-    it in IndexFault: what happened, what the index kept, what to do."""
+    as the folder's last run chose). `embed_now` False: chunks stored without their vector
+    (setting vectors_later) are left for another run to embed. A full disk, a read-only
+    folder or exhausted memory ends it in IndexFault: what happened, what the index kept,
+    what to do."""
     t0 = time.monotonic()
     root = resolve_root(root)
     say = progress or (lambda _p: None)
@@ -59,6 +62,7 @@ def index_folder(
                 parse_language(language)  # a typo fails here, before a rebuild drops anything
             run = Run(root, settings, say, language, contextualize)
             run.stop_requested = stop
+            run.embed_now = embed_now
             try:
                 report = run.index(include, exclude, full, repair, include_secrets)
             except KeyboardInterrupt:

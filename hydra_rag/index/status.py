@@ -182,14 +182,20 @@ def _vectors(store: Store, meta: dict[str, Any]) -> dict[str, Any] | None:
     if not pending:
         return None
     rate = float(meta.get("vectors_rate") or 0) or None
-    pid = lock_holder(store.lock_path)
+    from hydra_rag.index.background import PID_FILE
+
     running = False
-    try:
-        if pid:
-            os.kill(int(pid), 0)  # the holder of the folder's lock is alive
-            running = True
-    except (OSError, ValueError):
-        pass
+    try:  # the holder of the folder's lock, or the child `index --background` started
+        child = (store.dir / PID_FILE).read_text().strip()
+    except OSError:
+        child = ""
+    for pid in (lock_holder(store.lock_path), child):
+        try:
+            if pid:
+                os.kill(int(pid), 0)
+                running = True
+        except (OSError, ValueError):
+            pass
     return {"pending": pending, "running": running, "rate": rate,
             "left_s": round(pending / rate) if rate and running else None}
 

@@ -36,6 +36,7 @@ class Vectors:
     _done: Progress | None
     _batch_size: tuple[int, int, int]
     in_phase_two = False
+    embed_now = True  # False: phase one only (`index --background` leaves phase two to a child)
 
     if TYPE_CHECKING:
         def client(self, table: str) -> EmbedClient: ...
@@ -55,8 +56,8 @@ class Vectors:
         pending = {t: vectors.pending(store, t) for t in TABLES if t in store.table_names()}
         total = sum(pending.values())
         self.report.vectors_pending = total
-        if not total:
-            self._record_pending({})
+        if not total or not self.embed_now:
+            self._record_pending(pending)
             return
         self.in_phase_two = True
         done = Progress("vectors", bytes_total=total)

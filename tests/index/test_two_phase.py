@@ -155,3 +155,24 @@ def test_ctrl_c_in_phase_two_says_what_is_searchable(
                                        "the others); the next `hydra-rag index` embeds them")
     rep = index_folder(root, load_settings())
     assert rep.vectors_pending == 0 and rep.chunks_embedded > 0 and rep.files_indexed == 0
+
+
+def test_background_returns_after_phase_one_and_a_child_embeds_the_rest(
+        home: Path, tmp_path: Path) -> None:
+    root = _folder(tmp_path / "b", n=30)
+    proc = run_cli("index", str(root), "--background", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["chunks_embedded"] == 0 and rep["vectors_pending"] == rep["chunks_waiting"] > 0
+    [note] = [n for n in rep["notes"] if "in the background" in n]
+    assert note.startswith(f"searchable now; {rep['vectors_pending']:,} chunks are being "
+                           "embedded in the background (pid ")
+    found = run_cli("search", "beacon_3", "--path", str(root), "--json")
+    assert json.loads(found.stdout)["results"][0]["path"] == "src/beacon3.py"
+    deadline = time.monotonic() + 300
+    while (status := folder_status(root, load_settings())).vectors is not None:
+        assert status.state == "current" and status.vectors["running"], status
+        assert time.monotonic() < deadline, "the background run did not finish"
+        time.sleep(0.5)
+    assert status.state == "current"
+    assert all(v is not None for _t, v in _rows(root).values())
