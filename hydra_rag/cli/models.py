@@ -18,7 +18,7 @@ from hydra_rag.cli.base import (
     say,
     side_app,
 )
-from hydra_rag.errors import HydraError
+from hydra_rag.errors import HydraError, UsageError
 
 
 @rag_app.command("setup")
@@ -329,8 +329,10 @@ def models_add(
 
 def _gguf_file(file: Path) -> Path:
     path = file.expanduser().resolve()
+    if not path.exists():
+        raise HydraError(f"{file}: no such file")
     if not path.is_file():
-        raise HydraError(f"{file} is not a file")
+        raise UsageError(f"{file}: not a file")  # an argument of the wrong kind (exit 2)
     with path.open("rb") as f:
         if f.read(4) != b"GGUF":
             raise HydraError(f"{file} is not a GGUF file")

@@ -95,7 +95,8 @@ def test_arguments_of_the_wrong_kind_exit_2(isolated_home: Path, tmp_path: Path)
             (["create", "smollm2-135m", str(folder), "x"], f"persona {folder}: a folder"),
             (["create", "smollm2-135m", str(f), "x", "--rag-index", str(f)],
              f"--rag-index {f}: not a folder"),
-            (["refs", "", "--path", str(tmp_path)], "'' is not a name")):
+            (["refs", "", "--path", str(tmp_path)], "'' is not a name"),
+            (["models", "add", "mine", str(folder)], f"{folder}: not a file")):
         proc = run_cli(*args, cwd=tmp_path)
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.startswith(f"error: {said}") and proc.stderr.count("\n") == 1, \
