@@ -13,7 +13,12 @@ from typing import Any
 
 from hydra_rag.documents import page_fields
 from hydra_rag.errors import HydraError, UsageError, unreadable
-from hydra_rag.paths import INDEX_DIR, store_names  # noqa: F401 (part of the API)
+from hydra_rag.paths import (  # noqa: F401 (part of the API)
+    INDEX_DIR,
+    escape_name,
+    store_names,
+    typed_path,
+)
 
 Warn = Callable[[str], None]
 
@@ -103,9 +108,9 @@ def within(paths: list[Path] | None) -> tuple[tuple[str, str], ...]:
 
     out = []
     for path in paths or []:
-        target = path.expanduser().resolve()
+        target = typed_path(path).resolve()
         root = find_index_root(target)  # "no such file or folder", "no index at or above"
-        rel = target.relative_to(root).as_posix() if target != root else ""
+        rel = escape_name(target.relative_to(root).as_posix()) if target != root else ""
         if rel:
             recorded = Store(root).file_list.light()
             if target.is_dir():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterable
@@ -200,3 +201,68 @@ def store_names(stores: Iterable[str | Path]) -> dict[str, str]:
             return {str(p): names[p] for p in paths}
         for p in clash:
             depth[p] += 1
+
+
+# A file's name as the index stores, cites and shows it. Linux names are bytes: Python gives
+# those that are not UTF-8 as lone surrogates (surrogateescape), which SQLite, LanceDB, JSON and
+# a terminal all refuse, and a name may hold a newline, a tab or a control character that would
+# break a `path:line` citation or move a terminal's cursor. Such characters are escaped, and the
+# backslash with them, so the form is valid UTF-8, printable and reversible: `\\` a backslash;
+# `\t`, `\n`, `\r`; `\xHH` one byte (an ASCII control, or a byte of a name that is not UTF-8);
+# `\uHHHH` a C1 control, a line or paragraph separator or a bidirectional control. The set is
+# fixed (not str.isprintable, which grows with each Unicode version), so a name's form never
+# changes under an index. Every other name is stored as it is.
+_UNSAFE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+                     "\udc80-\udcff]")
+_SHORT = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_ESCAPE = re.compile(r"\\(?:([\\tnr])|x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4}))")
+_UNSHORT = {"\\": b"\\", "t": b"\t", "n": b"\n", "r": b"\r"}
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    ch = m.group()
+    if ch in _SHORT:
+        return _SHORT[ch]
+    code = ord(ch)
+    if code >= 0xDC80 and code <= 0xDCFF:  # surrogateescape's stand-in for byte code - 0xDC00
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
+
+
+def escape_name(name: str) -> str:
+    """A name or relative path as the file system gives it (str, surrogateescape) → the form
+    the index stores and every front end shows: valid UTF-8, printable, reversible."""
+    return _UNSAFE.sub(_escape_char, name) if _UNSAFE.search(name) else name
+
+
+def unescape_name(text: str) -> str:
+    """`escape_name` undone: the name the file system knows (a backslash that starts no
+    escape, as a user may type one, stays as it is)."""
+    if "\\" not in text:
+        return text
+    out = bytearray()
+    pos = 0
+    for m in _ESCAPE.finditer(text):
+        out += text[pos:m.start()].encode("utf-8", "surrogateescape")
+        short, byte, char = m.groups()
+        out += (_UNSHORT[short] if short else bytes([int(byte, 16)]) if byte
+                else chr(int(char, 16)).encode("utf-8", "surrogatepass"))
+        pos = m.end()
+    out += text[pos:].encode("utf-8", "surrogateescape")
+    return os.fsdecode(bytes(out))
+
+
+def typed_path(path: str | Path) -> Path:
+    """A path a user or a client gave: as the file system names it, or as hydra-rag shows it
+    (escape_name's form, copied from a search); the first of the two that is there, else as
+    given."""
+    given = Path(path).expanduser()
+    if "\\" not in str(path) or os.path.lexists(given):
+        return given
+    shown = Path(unescape_name(str(given)))
+    return shown if os.path.lexists(shown) else given
+
+
+def on_disk(root: Path, rel: str) -> Path:
+    """The file an index's path `rel` (as escape_name made it) names under `root`."""
+    return root / unescape_name(rel)

@@ -28,6 +28,7 @@ import yaml
 from hydra_rag.answer.citations import fold
 from hydra_rag.documents import SKIPS, skip_label
 from hydra_rag.errors import HydraError, unreadable, yaml_problem
+from hydra_rag.paths import on_disk
 from hydra_rag.read.walk import read_text
 from hydra_rag.search.rerank import MAX_TOP
 from hydra_rag.search.retrieve import CANDIDATES, Searcher
@@ -227,14 +228,14 @@ class Evaluator:
                     if entry.doc is not None:  # a document: the text it was indexed as
                         from hydra_rag.search.excerpt import document_text
 
-                        text = document_text(root / rel, root, entry.doc, False)[0]
+                        text = document_text(on_disk(root, rel), root, entry.doc, False)[0]
                     else:
-                        text, _ = read_text(root / rel)
+                        text, _ = read_text(on_disk(root, rel))
                     if text is None or fold(q.quote) not in fold(text):
                         return f"the quote is not in {rel} (a typo, or the file changed)"
                 return ""
         root, rel = targets[0]
-        if not (root / rel).is_file():
+        if not on_disk(root, rel).is_file():
             return f"{rel} does not exist in {root}"
         reason = self._skip_reason(root, rel)
         if reason == "secret":

@@ -124,7 +124,8 @@ def file_url(path: Path) -> str:
     import socket
     from urllib.parse import quote
 
-    return f"file://{socket.gethostname()}{quote(str(path.resolve()))}"
+    # Quoted from the bytes the file system knows: a name that is not UTF-8 stays its own.
+    return f"file://{socket.gethostname()}{quote(bytes(path.resolve()))}"
 
 
 def say(msg: str) -> None:

@@ -12,6 +12,7 @@ import typer
 from hydra_rag import api
 from hydra_rag.cli.base import app, print_json, say
 from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.paths import escape_name, typed_path
 
 PATHS = Annotated[list[Path] | None, typer.Option(
     "--path", help="Indexed folder (repeatable; default: nearest one at or above here).")]
@@ -93,12 +94,12 @@ def outline_(
     from hydra_rag.search.navigate import outline
     from hydra_rag.search.retrieve import find_index_root
 
-    target = Path(file).expanduser()
+    target = typed_path(file)
     absolute = (target if target.is_absolute() else Path.cwd() / target).resolve()
     if not absolute.exists():  # not "no index at or above" the working folder
-        raise HydraError(f"{file}: no such file")
+        raise HydraError(f"{escape_name(file)}: no such file")
     if not absolute.is_file():
-        raise UsageError(f"{file}: not a file")
+        raise UsageError(f"{escape_name(file)}: not a file")
     roots = [find_index_root(absolute.parent if absolute.parent.is_dir() else Path.cwd())]
     found = outline(roots, str(absolute))
     if as_json:

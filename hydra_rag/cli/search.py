@@ -23,7 +23,7 @@ from hydra_rag.cli.base import (
     say,
 )
 from hydra_rag.errors import HydraError, unreadable
-from hydra_rag.paths import store_names
+from hydra_rag.paths import on_disk, store_names
 
 
 def _show(i: int, h: Any, query: str, label: str, explain: bool, link: str | None) -> None:
@@ -151,7 +151,7 @@ def search(
     multi = len(searcher.stores) > 1
     links = hyperlinks(out, searcher.settings.hyperlinks)
     for i, h in enumerate(hits, start=1):
-        link = file_url(Path(h.store) / h.path) if links else None
+        link = file_url(on_disk(Path(h.store), h.path)) if links else None
         _show(i, h, query, f"{names[h.store]}:{h.path}" if multi else h.path, explain, link)
 
 

@@ -23,6 +23,7 @@ from hydra_rag.index.report import (
 )
 from hydra_rag.index.state import State, diff, stale_analysis
 from hydra_rag.index.vectors import Vectors
+from hydra_rag.paths import on_disk
 from hydra_rag.read.source import (
     read_source,
     recorded_secrets,
@@ -294,7 +295,7 @@ class Run(Batches, State, Vectors):
             parsed = {}
             for rel in rels[i : i + 500]:
                 try:
-                    text = (self.root / rel).read_bytes().decode("utf-8", errors="replace")
+                    text = on_disk(self.root, rel).read_bytes().decode("utf-8", errors="replace")
                 except OSError:
                     continue  # gone or unreadable: the diff deals with it
                 parsed[rel] = symbols_of(rel, text, "code")

@@ -17,6 +17,7 @@ from hydra_rag.documents import EXTRACTOR_VERSION, OCR_FORMATS, format_of
 from hydra_rag.errors import HydraError, IndexError_, MetaCorrupt
 from hydra_rag.index.contextualize import Contextualizer
 from hydra_rag.index.report import IndexReport, Progress, ProgressFn
+from hydra_rag.paths import on_disk
 from hydra_rag.read.chunk import CHUNKER_VERSION, heading, with_context
 from hydra_rag.read.classify import classify
 from hydra_rag.read.secrets import SECRET, holds_private_key
@@ -371,7 +372,7 @@ def prose_samples(root: Path, walked: WalkResult, reader: Any, want: int = 40,
     # Prose by name alone first: a code-only folder reads nothing here.
     named = [c for c in walked.files if classify(c.rel, "") == "prose"]
     for cand in named[:look]:
-        text, _ = read_indexable(root / cand.rel)
+        text, _ = read_indexable(on_disk(root, cand.rel))
         if text and classify(cand.rel, text[:200]) == "prose":
             samples.append(text[:3000])
             if len(samples) >= want:
@@ -430,7 +431,7 @@ def diff(root: Path, walked: WalkResult, files: Mapping[str, FileEntry | Light],
         if ocr and e.skip == "scanned":
             redo = True
         if (was_secrets and not cand.secrets and e.kind and not e.skip
-                and _holds_private_key(root / cand.rel)):
+                and _holds_private_key(on_disk(root, cand.rel))):
             redo = True
         if (e.size == cand.size and e.mtime_ns == cand.mtime_ns
                 and not (cand.included and e.skip in OVERRIDABLE)

@@ -14,6 +14,7 @@ from hydra_rag.documents import Skip, format_of
 from hydra_rag.documents.cache import content_key
 from hydra_rag.documents.reader import Reader
 from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.paths import on_disk
 from hydra_rag.read.chunk import markup_of
 from hydra_rag.read.classify import PROSE, classify
 from hydra_rag.read.walk import (
@@ -46,7 +47,7 @@ def reader_for(settings: Any, index_dir: Path | None, write: bool = True) -> Rea
 
 
 def read_source(root: Path, cand: Candidate, reader: Reader | None) -> Source:
-    path = root / cand.rel
+    path = on_disk(root, cand.rel)
     fmt = format_of(cand.rel)
     if fmt and reader is not None and reader.wants(path, fmt):
         try:
@@ -77,7 +78,7 @@ def text_digest(text: str) -> str:
 def digest_of(root: Path, rel: str, document: bool) -> str | None:
     """The hash a file's content has now, computed as read_source computes it (None: it cannot
     be read as text now). A document's is its extraction cache key."""
-    path = root / rel
+    path = on_disk(root, rel)
     if document:
         try:
             return content_key(path)

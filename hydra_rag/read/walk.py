@@ -20,7 +20,7 @@ import pathspec
 
 from hydra_rag.bulk import no_gc
 from hydra_rag.documents import format_of
-from hydra_rag.paths import INDEX_DIR
+from hydra_rag.paths import INDEX_DIR, escape_name
 from hydra_rag.read import secrets
 
 MAX_BYTES = 1 << 20
@@ -125,7 +125,8 @@ ANY_FILE_RULE = _NameRules(_BLACKLIST_FILES + secrets.NAMES
 
 
 class Candidate(NamedTuple):
-    """A file the walk kept: its path relative to the root (POSIX), size and mtime (ns),
+    """A file the walk kept: its path relative to the root (POSIX, as `escape_name` writes
+    it: the index's name for the file; `on_disk` finds it again), size and mtime (ns),
     whether an --include pattern names it (which also overrides the content checks of
     `read_indexable`, a private key's aside) and whether the run was given --include-secrets
     (then a private key does not skip it). A named tuple: a walk makes one per file."""
@@ -143,15 +144,17 @@ class WalkResult:
 
     files: list[Candidate] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
-    skipped_paths: dict[str, list[str]] = field(default_factory=dict)
-    dirs: set[str] = field(default_factory=set)  # folders walked into ("" the root)
+    skipped_paths: dict[str, list[str]] = field(default_factory=dict)  # as escape_name writes
+    # Folders walked into ("" the root), as the file system names them (watch compares them
+    # with the paths of its events).
+    dirs: set[str] = field(default_factory=set)
     # Kept files other accounts cannot read (no o+r, or a folder on the way without o+x): an
     # index holding their text must be no wider than they are (store.access).
     private: int = 0
 
     def skip(self, reason: str, rel: str) -> None:
         self.skipped[reason] += 1
-        self.skipped_paths.setdefault(reason, []).append(rel)
+        self.skipped_paths.setdefault(reason, []).append(escape_name(rel))
 
 
 @dataclass
@@ -468,8 +471,10 @@ class Walker:
                 continue
             if shut or not st.st_mode & stat.S_IROTH:
                 result.private += 1
-            result.files.append(Candidate(rel, st.st_size, st.st_mtime_ns, self._included(rel),
-                                          self.include_secrets))
+            # The rules above match the name the file system gives; the index keeps its
+            # escaped form (valid UTF-8, one line), which the rest of the run works with.
+            result.files.append(Candidate(escape_name(rel), st.st_size, st.st_mtime_ns,
+                                          self._included(rel), self.include_secrets))
 
 
 def read_text(path: Path) -> tuple[str | None, str]:

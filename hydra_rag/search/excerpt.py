@@ -15,6 +15,7 @@ from typing import Any
 
 from hydra_rag.documents import page_fields
 from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.paths import escape_name, unescape_name
 from hydra_rag.read.walk import read_indexable, read_text
 
 DEFAULT_LINES = 40  # lines shown from START when no END is given
@@ -73,6 +74,7 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
     if scope is not None and ".." in Path(target).parts:  # a client's path stays in the scope
         raise HydraError(f"{target}: `..` is not allowed here; give the path inside its folder")
     path = _locate(str(target), scope, base or Path.cwd())
+    target = escape_name(str(target))  # as typed, for the messages: printable
     real = path.resolve()
     if real.is_dir():
         raise UsageError(f"{target}: not a file")
@@ -85,7 +87,7 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
                          "them)") from None
     if scope is not None and root not in {r.resolve() for r in scope}:
         raise HydraError(f"{target} is not in the folders searched here")
-    rel = real.relative_to(root).as_posix()
+    rel = escape_name(real.relative_to(root).as_posix())
     entry = Store(root).file_list.get(rel)
     if entry is None or entry.kind is None or entry.skip:
         raise HydraError(f"{rel} is not in the index of {root}: the walker leaves it out, or it "
@@ -169,14 +171,11 @@ def _locate(target: str, scope: list[Path] | None, base: Path) -> Path:
     """An absolute path for `target`, as `search` prints it: absolute; relative to `base` (the
     working folder); relative to the index root above `base`; or `NAME:path` with a folder's
     short name (several folders searched). With a `scope`, relative to one of its folders.
-    Links are resolved by the caller, which also refuses what climbs out of a folder."""
-    path = Path(target).expanduser()
-    if path.is_absolute():
-        return path
+    A name is looked for as typed, then as search shows it (escape_name's form: `caf\\xe9.txt`
+    for a name that is not UTF-8). Links are resolved by the caller, which also refuses what
+    climbs out of a folder."""
     roots = list(scope or [])
-    if not scope:
-        if os.path.lexists(base / path):
-            return base / path
+    if not scope and not Path(target).expanduser().is_absolute():
         try:
             from hydra_rag.search.retrieve import find_index_root
 
@@ -186,6 +185,20 @@ def _locate(target: str, scope: list[Path] | None, base: Path) -> Path:
         from hydra_rag.store import registry
 
         roots += [Path(p) for p in registry.stores()]
+    typed = list(dict.fromkeys((target, unescape_name(target))))
+    for name in typed:
+        if (found := _find(name, roots, scope, base)) is not None:
+            return found
+    path = Path(target).expanduser()
+    return path if path.is_absolute() else (roots[0] if scope else base) / path
+
+
+def _find(target: str, roots: list[Path], scope: list[Path] | None, base: Path) -> Path | None:
+    path = Path(target).expanduser()
+    if path.is_absolute():
+        return path if os.path.lexists(path) else None
+    if not scope and os.path.lexists(base / path):
+        return base / path
     for root in roots:
         if os.path.lexists(root / path):
             return root / path
@@ -196,4 +209,4 @@ def _locate(target: str, scope: list[Path] | None, base: Path) -> Path:
         for root in roots:
             if root.parts[-len(tail):] == tail and os.path.lexists(root / rest):
                 return root / rest
-    return (roots[0] if scope else base) / path
+    return None

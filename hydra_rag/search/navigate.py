@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.errors import HydraError, UsageError
-from hydra_rag.paths import store_names
+from hydra_rag.paths import escape_name, on_disk, store_names
 from hydra_rag.read.chunk import markup_of
 from hydra_rag.search.definitions import BARE, Wanted, aside, defined, one_of, wanted
 from hydra_rag.store.index_dir import Store
@@ -36,7 +36,7 @@ class _Lines:
         self._files: dict[Path, list[str]] = {}
 
     def line(self, root: Path, rel: str, n: int) -> str:
-        path = root / rel
+        path = on_disk(root, rel)
         if path not in self._files:
             try:
                 self._files[path] = path.read_bytes().decode("utf-8", "replace").splitlines()
@@ -138,7 +138,7 @@ def _headings(root: Path, rel: str, entry: Any, names: dict[str, str],
     from hydra_rag.read.walk import read_text
     from hydra_rag.search.excerpt import document_text
 
-    real = root / rel
+    real = on_disk(root, rel)
     try:
         st = real.stat()
     except OSError:
@@ -167,18 +167,19 @@ def _headings(root: Path, rel: str, entry: Any, names: dict[str, str],
 
 
 def _candidates(roots: list[Path], path: str) -> list[tuple[Path, str]]:
-    """(folder, path relative to it) that `path` may name."""
+    """(folder, path relative to it, as the index writes it) that `path` may name: a name
+    as the file system gives it (escaped here), or as search shows it (escaped already)."""
     p = Path(path).expanduser()
     out = []
     for root in roots:
         if p.is_absolute():
             try:
-                out.append((root, p.resolve().relative_to(root.resolve()).as_posix()))
+                out.append((root, escape_name(p.resolve().relative_to(root.resolve()).as_posix())))
             except (ValueError, OSError):
                 continue
         else:
             name, _, rest = path.partition(":")
             if rest and name in (root.name, store_names(roots).get(str(root))):
-                out.append((root, rest))
-            out.append((root, Path(path).as_posix()))
-    return out
+                out += [(root, escape_name(rest)), (root, rest)]
+            out += [(root, escape_name(Path(path).as_posix())), (root, Path(path).as_posix())]
+    return list(dict.fromkeys(out))

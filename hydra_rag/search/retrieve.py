@@ -40,7 +40,7 @@ from hydra_rag.config import Settings, chosen_embedder
 from hydra_rag.documents import anchors, text_anchors
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.models.embed import EmbedClient, connect
-from hydra_rag.paths import INDEX_DIR
+from hydra_rag.paths import INDEX_DIR, escape_name, typed_path
 from hydra_rag.search import definitions, rescore, signals
 from hydra_rag.search.definitions import wanted
 from hydra_rag.search.evidence import best_lines
@@ -96,9 +96,9 @@ _key = key_of
 
 def find_index_root(start: Path) -> Path:
     """The nearest folder at or above `start` that has a `.hydra-index`."""
-    start = start.expanduser().resolve()
+    start = typed_path(start).resolve()
     if not start.exists():  # not the index of some folder above a typo
-        raise HydraError(f"{start}: no such file or folder")
+        raise HydraError(f"{escape_name(str(start))}: no such file or folder")
     for folder in (start, *start.parents):
         if (folder / INDEX_DIR / "meta.yaml").is_file():
             return folder
