@@ -14,7 +14,7 @@ from hydra_rag.documents import Skip, format_of
 from hydra_rag.documents.cache import content_key
 from hydra_rag.documents.reader import Reader
 from hydra_rag.errors import HydraError, UsageError
-from hydra_rag.paths import on_disk
+from hydra_rag.paths import escape_name, on_disk
 from hydra_rag.read.chunk import markup_of
 from hydra_rag.read.classify import PROSE, classify
 from hydra_rag.read.walk import (
@@ -98,7 +98,16 @@ def resolve_root(path: Path) -> Path:
         raise HydraError(f"{path}: no such folder")
     if not p.is_dir():
         raise UsageError(f"{path}: not a folder")
-    return p.resolve()
+    p = p.resolve()
+    try:
+        str(p).encode("utf-8")
+    except UnicodeEncodeError:
+        # Files inside may have any name (the index stores it escaped), but the tables'
+        # folder is opened by LanceDB, which takes only UTF-8 paths.
+        raise HydraError(f"{escape_name(str(p))}: the folder's path is not UTF-8, and LanceDB "
+                         "cannot keep an index there; rename the folder (`convmv` renames "
+                         "names of an old encoding)") from None
+    return p
 
 
 def walker(root: Path, include: list[str] | None, exclude: list[str] | None,

@@ -258,6 +258,15 @@ def _verdict(layers: list[_Layer], rel: str, name: str, is_dir: bool) -> tuple[b
     return False, ""
 
 
+def _matches(spec: pathspec.PathSpec, rel: str) -> bool:
+    """Whether an --include or --exclude pattern names `rel`, as the file system gives it or as
+    hydra-rag shows it (escape_name's form, which `status --files` suggests for --include)."""
+    if spec.match_file(rel):
+        return True
+    shown = escape_name(rel)
+    return shown != rel and spec.match_file(shown)
+
+
 def _include_prefixes(patterns: list[str]) -> list[str] | None:
     """Literal folder prefixes of --include patterns; None when one may match anywhere."""
     prefixes = []
@@ -344,7 +353,7 @@ class Walker:
         self.base_layers.append(_Layer("", spec, reason, "" if outer == "." else outer))
 
     def _included(self, rel: str) -> bool:
-        return self.include is not None and self.include.match_file(rel)
+        return self.include is not None and _matches(self.include, rel)
 
     def _may_include_below(self, rel_dir: str) -> bool:
         if self.include is None:
@@ -370,7 +379,7 @@ class Walker:
             for reason, rules in JUNK_NAMES.items():
                 if rules.match(rel, name):
                     return reason
-        if self.exclude is not None and self.exclude.match_file(rel + "/" if is_dir else rel):
+        if self.exclude is not None and _matches(self.exclude, rel + "/" if is_dir else rel):
             return "excluded"
         ignored, why = _verdict(layers, rel, name, is_dir)
         return why if ignored else ""

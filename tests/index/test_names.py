@@ -71,6 +71,22 @@ def test_escape_name_round_trips_any_bytes() -> None:
     assert escape_name("plain/é.md") == "plain/é.md"  # every other name as it is
 
 
+def test_include_takes_the_shown_name_and_a_folder_not_utf8_is_refused(home: Path,
+                                                                      tmp_path: Path) -> None:
+    from hydra_rag.read.walk import Walker
+
+    root = _make(tmp_path / "svg", {b"logo\xe9.svg": "<svg/>\n", b"caf\xe9.log": "x\n"})
+    assert Walker(root).walk().skipped_paths == {"vector_image": ["logo\\xe9.svg"]}
+    # The pattern status --files suggests for it (the shown name as a glob) brings it back.
+    walked = Walker(root, include=["/logo\\\\xe9.svg"], exclude=["caf\\\\xe9.log"]).walk()
+    assert [c.rel for c in walked.files] == ["logo\\xe9.svg"] and walked.skipped["excluded"] == 1
+    bad = _make(Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"r\xe9"))),
+                {b"a.md": "# A\n\ntext\n"})
+    proc = run_cli("index", str(bad))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: {tmp_path}/r\\xe9: the folder's path is not UTF-8")
+
+
 def test_every_name_is_indexed_searched_and_shown_escaped(named: Path) -> None:
     assert set(recorded(named)) == {shown for _, _, shown in FILES.values()}
     for raw, (text, query, shown) in FILES.items():
