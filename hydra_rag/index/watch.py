@@ -31,6 +31,10 @@ TICK_S = 2.0  # how often an idle watch checks its folders still exist and retri
 RETRY_S = (5.0, 15.0, 60.0, 300.0)  # waits after a run failed (a dead sidecar, a full disk)
 LOCKED_RETRY_S = 2.0  # another run holds the folder: look again this soon
 POLL_MS = 2000  # the fallback when the system's limit of file watches is reached
+# The fallback when watchfiles gives up on a name that is not UTF-8 (its Rust side then fails
+# every later call, events and polling alike): each folder is walked again this often (a run
+# that finds nothing changed reads no file).
+REWALK_S = 10.0
 
 
 def _now() -> str:
@@ -153,6 +157,8 @@ class Watch:
         self.stopping = threading.Event()
         self.indexing = False  # a run is in progress
         self._said_stopping = False
+        self._blind = False  # watchfiles refused a name: folders are walked every REWALK_S
+        self._walked = 0.0  # when they were last made due for that
 
     def stop(self) -> None:
         """End `run()` at the next consistent point (safe from a signal handler or a thread)."""
@@ -230,8 +236,7 @@ class Watch:
     def _wait(self, timeout_ms: int, stop: Any) -> set[tuple[int, str]] | None:
         """The next batch of events, gathered until the folders are quiet (empty: the timeout
         passed; None: `stop` was set)."""
-        assert self._notifier is not None
-        got = self._notifier.watch(1600, 50, timeout_ms, stop)
+        got = self._events(timeout_ms, stop)
         changes: set[tuple[int, str]] = set()
         deadline = time.monotonic() + GATHER_MAX_S
         while True:
@@ -244,7 +249,30 @@ class Watch:
             changes |= got
             if time.monotonic() >= deadline:
                 return changes
-            got = self._notifier.watch(1600, 50, max(1, int(self.quiet_s * 1000)), stop)
+            got = self._events(max(1, int(self.quiet_s * 1000)), stop)
+
+    def _events(self, timeout_ms: int, stop: threading.Event) -> Any:
+        """The notifier's answer (events, "timeout", "stop", "signal"). Once watchfiles fails on
+        a name it cannot decode (bytes that are not UTF-8), every folder is made due each
+        REWALK_S instead, which is said once: a name Linux allows never stops a watch."""
+        if not self._blind:
+            assert self._notifier is not None
+            try:
+                return self._notifier.watch(1600, 50, timeout_ms, stop)
+            except RuntimeError as exc:  # watchfiles' WatchfilesRustInternalError
+                self._blind = True
+                self.emit(WatchEvent("warning", message=(
+                    f"file events unavailable ({exc}); looking for changes every "
+                    f"{REWALK_S:g} s instead")))
+        if stop.wait(timeout_ms / 1000):
+            return "stop"
+        if time.monotonic() - self._walked >= REWALK_S:
+            self._walked = time.monotonic()
+            for f in self.folders.values():
+                if f.due is None:
+                    f.changes += 1
+                    f.due = time.monotonic()
+        return "timeout"
 
     def _timeout_ms(self) -> int:
         wait = TICK_S

@@ -10,8 +10,11 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -189,3 +192,33 @@ def test_a_file_that_vanishes_before_it_is_read_is_skipped(home: Path, tmp_path:
     assert "gon\\xe9.md" not in {h.path for h in hits} and rep.chunks_total["prose"] == 2
     again = index_folder(root, load_settings())
     assert (again.files_indexed, again.files_unchanged, again.files_removed) == (0, 2, 0)
+
+
+def test_watch_goes_on_when_a_name_is_not_utf8(home: Path, tmp_path: Path) -> None:
+    # watchfiles cannot decode such a name and then fails every call: watch says so once and
+    # walks the folder every few seconds instead.
+    root = _make(tmp_path / "watched", {b"plain.md": "# Plain\n\nA plain note.\n"})
+    proc = subprocess.Popen([sys.executable, "-m", "hydra_rag", "watch", str(root), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout or []],
+                     daemon=True).start()
+
+    def expect(event: str) -> dict[str, Any]:
+        while True:
+            ev = json.loads(lines.get(timeout=120))
+            if ev["event"] == event:
+                return ev
+
+    try:
+        expect("watching")
+        with open(os.path.join(os.fsencode(root), b"caf\xe9.txt"), "w") as f:
+            f.write("The lighthouse keeper counts the gulls.\n")
+        assert "file events unavailable" in expect("warning")["message"]
+        ev = expect("indexed")
+        assert ev["files_indexed"] == 1 and "caf\\xe9.txt" in recorded(root)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
