@@ -176,6 +176,7 @@ class Searcher(TableQueries):
         self._skipped: list[str] = []
         self._rebuilding: dict[Path, str] = {}  # folder → its "being rebuilt" warning
         self._waiting: dict[Path, str] = {}  # folder → how many of its chunks have vectors
+        self._coverage: dict[Path, dict[str, tuple[int, int]]] = {}  # … per table
         # meta.yaml as last read, per folder: when it changes, a rebuild may have switched
         # the folder to a new generation of its index (see hydra_rag.store.rebuild).
         self._pointers: dict[Path, tuple[int, int]] = {}
@@ -194,7 +195,7 @@ class Searcher(TableQueries):
                 continue
             tables = {t: v for t, v in meta.get("tables", {}).items() if t in TABLES}
             self.stores.append((store, tables))
-            self._waiting[root] = vectors_notice(store, meta)
+            self._covered(store, meta)
         if not self.stores:
             raise HydraError("no usable index: " + "; ".join(self.warnings))
         self._clients: dict[str, EmbedClient] = {}
@@ -225,6 +226,18 @@ class Searcher(TableQueries):
         return [*self._skipped, *(w for w in self._rebuilding.values() if w),
                 *(w for w in self._waiting.values() if w)]
 
+    def _covered(self, store: Store, meta: dict[str, Any]) -> None:
+        """Note how far a folder's vectors are (an index run's second phase)."""
+        self._coverage[store.root] = vector_coverage(store, meta)
+        self._waiting[store.root] = vectors_notice(self._coverage[store.root], store.root)
+
+    def _dense(self, store: Store, table: str, weight: float) -> float:
+        """The vector list's weight for a table whose vectors are still arriving: in
+        proportion to the chunks that have one. A chunk without a vector is in no vector
+        list, so at full weight the few that have one would outrank the rest on it alone."""
+        have, total = self._coverage.get(store.root, {}).get(table, (1, 1))
+        return weight * (have / total if total else 1.0)
+
     def _skip(self, exc: HydraError) -> None:
         if not self.skip_broken:
             raise exc
@@ -250,7 +263,7 @@ class Searcher(TableQueries):
                 if fresh.generation != store.generation:
                     store = fresh
                 self.stores[i] = (store, tables)
-                self._waiting[store.root] = vectors_notice(store, meta)
+                self._covered(store, meta)
         self._rebuilding[store.root] = rebuild_notice(store)
         return store, tables
 
@@ -363,11 +376,12 @@ class Searcher(TableQueries):
                     out.embedder.update((_key(store.root, cid), eid) for cid in found.ids)
             for name, matches in literal.items():
                 if matches is not None:
-                    out.add(name, str(store.root), matches, False,
-                            dense_weight(queries[0], t, language, self._embedder(eid)))
+                    out.add(name, str(store.root), matches, False, self._dense(
+                        store, t, dense_weight(queries[0], t, language, self._embedder(eid))))
             for i, (vec_hits, fts_hits) in enumerate(lists):
                 tag = "" if i == 0 else "+context"
-                dense = dense_weight(queries[i], t, language, self._embedder(eid))
+                dense = self._dense(store, t, dense_weight(queries[i], t, language,
+                                                           self._embedder(eid)))
                 if vec_hits is not None:
                     out.add(f"vector:{eid}{tag}", str(store.root), vec_hits, True, dense)
                 if fts_hits is not None:
@@ -549,16 +563,24 @@ def _close(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
         loop.close()
 
 
-def vectors_notice(store: Store, meta: dict[str, Any]) -> str:
-    """While an index run's second phase embeds (hydra_rag.index.vectors): how many chunks
-    have their vector; "" when all of them have."""
-    waiting = sum(int(n) for n in (meta.get("vectors_pending") or {}).values())
-    if not waiting:
-        return ""
+def vector_coverage(store: Store, meta: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """While an index run's second phase embeds (hydra_rag.index.vectors): per table, how many
+    chunks have their vector and how many there are; {} when every chunk has one."""
+    waiting = {t: int(n) for t, n in (meta.get("vectors_pending") or {}).items()}
+    if not any(waiting.values()):
+        return {}
     try:
-        total = sum(store.file_list.chunk_totals().values())
+        totals = store.file_list.chunk_totals()
     except HydraError:
+        return {}
+    return {t: (max(0, totals.get(t, 0) - waiting.get(t, 0)), totals.get(t, 0)) for t in TABLES}
+
+
+def vectors_notice(coverage: dict[str, tuple[int, int]], root: Path) -> str:
+    """The line a search says while vectors arrive; "" when every chunk has one."""
+    if not coverage:
         return ""
-    have = max(0, total - waiting)
-    return (f"{store.root}: vectors for {have:,} of {total:,} chunks; results improve as they "
+    have = sum(h for h, _ in coverage.values())
+    total = sum(n for _, n in coverage.values())
+    return (f"{root}: vectors for {have:,} of {total:,} chunks; results improve as they "
             "arrive (names, exact strings and words search every chunk)")
