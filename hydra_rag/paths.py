@@ -224,7 +224,7 @@ def _escape_char(m: re.Match[str]) -> str:
     if ch in _SHORT:
         return _SHORT[ch]
     code = ord(ch)
-    if code >= 0xDC80 and code <= 0xDCFF:  # surrogateescape's stand-in for byte code - 0xDC00
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's stand-in for byte code - 0xDC00
         return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
 
