@@ -208,7 +208,8 @@ def test_sidecar_dying_mid_answer(indexed: Path) -> None:
     out, err = proc.communicate("What do tomatoes need?\n", timeout=300)
     assert proc.returncode == 0, err
     # One line: a crash of the model, with its log; not llama.cpp's loading report.
-    said = [ln for ln in err.splitlines() if "smollm2-135m" in ln]
+    said = [ln for ln in err.splitlines() if "smollm2-135m" in ln
+            and not ln.startswith("hint:")]  # the smallest model's hint, once, is not an error
     assert len(said) == 1 and "crashed during the answer" in said[0], err
     assert re.search(r"log \S+smollm2-135m\.log", said[0])
     assert "llama_model_loader" not in err and "Traceback" not in err

@@ -152,10 +152,12 @@ def test_index_reads_scans_images_when_included_and_retries_when_ocr_comes(
     report = json.loads(proc.stdout)
     assert report["files_indexed"] == 2 and report["files_skipped"]["scanned"] == 1, report
     assert report["unread_pages"] == {"minutes.pdf": [2]}, report
-    assert any("minutes.pdf (p. 2)" in n and "apt-get install tesseract-ocr" in n
+    # The program the setting names is not there (Tesseract is, elsewhere): said as such.
+    assert any("minutes.pdf (p. 2)" in n and "(setting ocr_command) was not found" in n
                for n in report["notes"]), report["notes"]
     proc = run_cli("status", str(root), "--files", env=missing)
-    assert "log.pdf" in proc.stdout and "apt-get install tesseract-ocr" in proc.stdout, proc.stdout
+    assert "log.pdf" in proc.stdout and "(setting ocr_command) was not found" in proc.stdout, \
+        proc.stdout
     assert "notice.png" in proc.stdout and "blacklisted" in proc.stdout, proc.stdout
 
     # With Tesseract: the unchanged scan is read now, and the picture once it is included.
@@ -194,7 +196,8 @@ def test_doctor_says_whether_scans_can_be_read(engine: ocr.Ocr, monkeypatch: pyt
     assert (check.status, check.fix) == ("warn", "apt-get install tesseract-ocr-zzz")
     monkeypatch.setenv("HYDRA_RAG_OCR_COMMAND", "/nonexistent/tesseract")
     check = ocr_check(load_settings())
-    assert check.status == "warn" and "apt-get install tesseract-ocr" in check.fix
+    assert check.status == "warn" and "(setting ocr_command) was not found" in check.detail
+    assert check.fix.endswith("or remove the setting"), check.fix
 
 
 def test_a_scan_keeps_its_headings_told_by_size(engine: ocr.Ocr, tmp_path: Path) -> None:
