@@ -35,6 +35,7 @@ from hydra_rag.read.source import (
 from hydra_rag.read.walk import OVERRIDABLE, WalkResult
 from hydra_rag.store.index_dir import TABLES, FileEntry, Store
 from hydra_rag.store.lexical import Analysis, detect_language
+from hydra_rag.store.vectors import recorded as recorded_pending
 
 CURRENT, STALE, NOT_INDEXED = "current", "stale", "not_indexed"
 
@@ -178,7 +179,7 @@ def _vectors(store: Store, meta: dict[str, Any]) -> dict[str, Any] | None:
     """The second phase of an index run, as meta.yaml records it (hydra_rag.index.vectors):
     chunks still without a vector, whether the run holding the folder's lock is alive and
     embedding them, at what rate, and the time left."""
-    pending = sum(int(n) for n in (meta.get("vectors_pending") or {}).values())
+    pending = sum(recorded_pending(meta).values())
     if not pending:
         return None
     rate = float(meta.get("vectors_rate") or 0) or None

@@ -46,8 +46,7 @@ class Vectors:
 
     def vectors_pending(self) -> dict[str, int]:
         """What meta.yaml says waits for a vector, per table (none: {})."""
-        recorded = self.meta.get("vectors_pending") or {}
-        return {t: int(n) for t, n in recorded.items() if t in TABLES and int(n) > 0}
+        return vectors.recorded(self.meta)
 
     def vectors(self) -> None:
         """Embed every chunk stored without its vector, batch by batch; then train the vector

@@ -69,6 +69,7 @@ from hydra_rag.search.tables import TableQueries, key_of
 from hydra_rag.store.index_dir import TABLES, Store
 from hydra_rag.store.lexical import Analysis
 from hydra_rag.store.rebuild import notice as rebuild_notice
+from hydra_rag.store.vectors import recorded as recorded_pending
 
 FOLLOW_UP_WEIGHT = 0.5  # the lists of the previous question, searched along with a follow-up
 FUSIONS = ("score", "rrf")
@@ -566,8 +567,8 @@ def _close(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
 def vector_coverage(store: Store, meta: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """While an index run's second phase embeds (hydra_rag.index.vectors): per table, how many
     chunks have their vector and how many there are; {} when every chunk has one."""
-    waiting = {t: int(n) for t, n in (meta.get("vectors_pending") or {}).items()}
-    if not any(waiting.values()):
+    waiting = recorded_pending(meta)
+    if not waiting:
         return {}
     try:
         totals = store.file_list.chunk_totals()

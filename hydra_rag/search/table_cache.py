@@ -44,7 +44,7 @@ class CachedTable:
     vectors: Any
     ids: list[str]
     rowids: list[int]
-    missing: frozenset[int] = frozenset()  # rows without a vector yet: never a vector hit
+    missing: Any = None  # row numbers without a vector yet (an array): never a vector hit
     index: dict[int, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -58,8 +58,8 @@ class CachedTable:
         """Exact kNN by dot product (cosine for unit vectors), as LanceDB would answer it;
         among the chunks of the paths `only` when it is given."""
         sims = self.vectors @ vector
-        if self.missing:
-            sims[list(self.missing)] = -np.inf
+        if self.missing is not None:
+            sims[self.missing] = -np.inf
             limit = min(limit, len(sims) - len(self.missing))
             if limit <= 0:
                 return Found([], [], self.rows, [])
@@ -147,7 +147,7 @@ class TableCache:
         cached = CachedTable(
             stamp, data.drop_columns(["vector", "_rowid"]).combine_chunks(), matrix,
             data.column("id").to_pylist(), data.column("_rowid").to_pylist(),
-            missing=frozenset(np.flatnonzero(~valid).tolist()) if vec.null_count else frozenset(),
+            missing=np.flatnonzero(~valid) if vec.null_count else None,
         )
         if self._used() + self._reserved + cached.nbytes <= self.budget:
             self._held[key] = cached

@@ -8,11 +8,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hydra_rag.store.index_dir import Store
+from hydra_rag.store.index_dir import TABLES, Store
 
 NULL = "vector IS NULL"
 # What the text the embedder reads is made of (prepare.embed_input), read back for a batch.
 COLUMNS = ["id", "path", "kind", "section", "text"]
+
+
+def recorded(meta: dict[str, Any]) -> dict[str, int]:
+    """What meta.yaml's `vectors_pending` says waits for a vector, per table (none: {})."""
+    return {t: int(n) for t, n in (meta.get("vectors_pending") or {}).items()
+            if t in TABLES and int(n) > 0}
 
 
 def pending(store: Store, name: str) -> int:
