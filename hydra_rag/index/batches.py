@@ -171,6 +171,10 @@ class Batches:
         for rel in rels:  # recorded: the run needs their entries no more (memory stays bounded)
             files.pop(rel, None)
             start_files.pop(rel, None)
+        if self.later and not self.pending_marker:
+            # A search during phase one reads how many chunks wait for their vector (its
+            # notice and the vector list's weight); phase two counts them in the tables.
+            store.write_meta(self.meta)
         if stopped is not None:
             raise stopped
         return touched
