@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 
 PHASE_TWO_BATCH = 128  # chunks embedded, then stored, at a time (seconds of embedding each)
+# Chunks per request to a local sidecar in phase two. The sidecar serves one request at a
+# time, and a search's query vector waits behind the request being served: at 64 chunks a
+# request (~6 s on 2 cores) searches took 3-6 s. Each chunk is its own decode either way.
+PHASE_TWO_REQUEST = 8
 
 
 class Vectors:
@@ -69,6 +73,8 @@ class Vectors:
         started = time.monotonic()
         for t in (t for t in TABLES if pending.get(t)):
             client = self.client(t)
+            if client.sidecar_id is not None and not client.more_urls:
+                client.batch = min(client.batch, PHASE_TWO_REQUEST)  # the run's last use
             while rows := vectors.waiting(store, t, batch):
                 texts = [embed_input(r["kind"], r["path"], r["section"], r["text"], client.fits)
                          for r in rows]
