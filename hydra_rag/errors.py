@@ -112,6 +112,7 @@ _WORDS = {  # what each errno means to a user, and what to do about it
 }
 _TEXTS = (  # the same, said in a message without an errno
     ("no space left on device", errno.ENOSPC),
+    ("database or disk is full", errno.ENOSPC),  # SQLite's SQLITE_FULL (files.db)
     ("disk quota exceeded", errno.EDQUOT),
     ("read-only file system", errno.EROFS),
     ("permission denied", errno.EACCES),
@@ -132,7 +133,8 @@ def fault_errno(exc: BaseException) -> int | None:
         if code in _WORDS:
             return code
         text = str(cur)
-        if isinstance(cur, (OSError, RuntimeError, ValueError)):
+        if isinstance(cur, (OSError, RuntimeError, ValueError)) \
+                or type(cur).__module__ == "sqlite3":
             m = _OS_ERROR.search(text)
             if m and int(m.group(1)) in _WORDS:
                 return int(m.group(1))

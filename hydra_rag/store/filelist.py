@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hydra_rag.bulk import no_gc
-from hydra_rag.errors import HydraError, IndexError_
+from hydra_rag.errors import HydraError, IndexError_, fault_errno
 from hydra_rag.locks import write_atomic
 from hydra_rag.store import symbols as symtab
 
@@ -281,7 +281,7 @@ class FileList:
                     p.unlink(missing_ok=True)
                 self._replace(files)
         except sqlite3.DatabaseError as exc:
-            raise HydraError(f"cannot write {self.path}: {exc}") from None
+            raise self._unwritten(exc) from None
         self.legacy.unlink(missing_ok=True)
 
     def _replace(self, files: dict[str, FileEntry]) -> None:
@@ -295,7 +295,8 @@ class FileList:
                     e.doc is not None for e in files.values()))
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:  # SQLite ends a transaction whose commit failed itself
+                    con.execute("ROLLBACK")
                 raise
 
     def update(self, put: dict[str, FileEntry], drop: Iterable[str] = (),
@@ -326,12 +327,21 @@ class FileList:
                         e.doc is not None for e in put.values()))
                     con.execute("COMMIT")
                 except BaseException:
-                    con.execute("ROLLBACK")
+                    if con.in_transaction:  # SQLite ends a transaction whose commit failed
+                        con.execute("ROLLBACK")
                     raise
         except sqlite3.OperationalError as exc:
-            raise HydraError(f"cannot write {self.path}: {exc}") from None
+            raise self._unwritten(exc) from None
         except sqlite3.DatabaseError as exc:
             raise IndexError_(f"{self.path} is corrupt: {exc}") from None
+
+    def _unwritten(self, exc: sqlite3.DatabaseError) -> Exception:
+        """A write that failed: the machine's doing (a full disk) as the OSError it is, for
+        the index run to say in its words (errors.fault); else a HydraError naming the file."""
+        code = fault_errno(exc)
+        if code is not None:
+            return OSError(code, str(exc), str(self.path))
+        return HydraError(f"cannot write {self.path}: {exc}")
 
     def copy_symbols(self, source: FileList) -> None:
         """The symbol table of another generation's files.db, for the files recorded here."""
@@ -349,7 +359,8 @@ class FileList:
                                 "WHERE rel IN (SELECT rel FROM files)")
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:  # SQLite ends a transaction whose commit failed itself
+                    con.execute("ROLLBACK")
                 raise
 
     def migrate(self) -> None:
