@@ -94,19 +94,19 @@ class Vectors:
                     raise stopped
                 self.progress(done)
         self._refresh({t for t in TABLES if t in store.table_names()})
-        self._record_pending({})
+        self._record_pending({}, always=True)  # the vector index trained just now, too
         self.in_phase_two = False
 
-    def _record_pending(self, pending: dict[str, int]) -> None:
+    def _record_pending(self, pending: dict[str, int], always: bool = False) -> None:
         """meta.yaml's count of chunks without a vector, and files.db touched, so that a
         search process (its caches are stamped with files.db's time) reads the new vectors."""
         left = {t: n for t, n in pending.items() if n > 0}
         if left:
             self.meta["vectors_pending"] = left
-        elif "vectors_pending" not in self.meta:
+        elif "vectors_pending" not in self.meta and not always:
             return
         else:
-            self.meta.pop("vectors_pending")
+            self.meta.pop("vectors_pending", None)
             self.meta.pop("vectors_rate", None)
         self.meta["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self.store.write_meta(self.meta)
