@@ -36,7 +36,7 @@ class Settings:
     index_batch: int = 512  # chunks per stored batch (what an interruption can lose)
     # Two phases: every file's chunks are stored (names, exact strings, BM25 search them)
     # before any is embedded; the vectors follow, a batch at a time (hydra_rag.index.vectors).
-    vectors_later: bool = False
+    vectors_later: bool = True
     # Documents (PDF, DOCX, ODT, PPTX, EPUB, RTF, HTML pages): the largest file read, and the
     # time and memory one document's extraction may take before it is skipped.
     max_document_mb: float = 100.0

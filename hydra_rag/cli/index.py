@@ -65,6 +65,8 @@ class _ProgressView:
                 self.bar.start()
                 self.task = self.bar.add_task("index", total=max(p.bytes_total, 1), files="",
                                               chunks=0, rate="")
+            if p.stored_only:  # phase one: files stored, nothing embedded yet
+                rate = "storing, then embedding"
             self.bar.update(self.task, completed=p.bytes_estimate, files=files,
                             chunks=f"{p.chunks_done:,}", rate=rate)
             return
@@ -76,7 +78,9 @@ class _ProgressView:
             share = p.bytes_estimate / p.bytes_total if p.bytes_total else 1.0
             left = ""
             if not end and share > 0.02 and elapsed >= 5:
-                left = f", {_duration(elapsed * (1 - share) / share)} left"
+                from hydra_rag.index.report import duration
+
+                left = f", {duration(elapsed * (1 - share) / share)} left"
             rated = f", {rate}" if p.chunks_done and elapsed >= 1 else ""
             if p.stage == "vectors":
                 if chunks == p.chunks_done:
@@ -84,20 +88,15 @@ class _ProgressView:
                 say(f"embedded {p.chunks_done:,}/{p.bytes_total:,} chunks ({share:.0%})"
                     f"{rated}{left}")
                 return
+            if p.stored_only:  # phase one: nothing embedded yet, by design
+                say(f"stored {files} ({share:.0%}){left}")
+                return
             say(f"indexed {files} ({share:.0%}), {p.chunks_done:,} chunks embedded{rated}{left}")
 
     def stop(self) -> None:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
-
-
-def _duration(seconds: float) -> str:
-    """About how long: `40 s`, `3 min`, `1 h 20 min`."""
-    if seconds < 90:
-        return f"about {max(1, round(seconds))} s"
-    minutes = round(seconds / 60)
-    return f"about {minutes} min" if minutes < 90 else f"about {minutes // 60} h {minutes % 60} min"
 
 
 def _label(reason: str) -> str:
@@ -296,8 +295,10 @@ def _show_status(s: Any, shown: int = 10) -> None:
         if value:
             line(f"{label}: {value}", "yellow")
     if s.vectors and s.vectors["running"]:
+        from hydra_rag.index.report import duration
+
         v, total = s.vectors, sum(s.chunks.values())
-        pace = (f"; {v['rate']:.1f} chunks/s, {_duration(v['left_s'])} left"
+        pace = (f"; {v['rate']:.1f} chunks/s, {duration(v['left_s'])} left"
                 if v["left_s"] is not None else "")
         line(f"embedding: vectors for {max(0, total - v['pending']):,} of {total:,} chunks"
              f"{pace} (every file is searchable by names, exact strings and words)")

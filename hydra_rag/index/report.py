@@ -11,6 +11,14 @@ from hydra_rag.documents import cite
 from hydra_rag.read.walk import LONG_LINE
 
 
+def duration(seconds: float) -> str:
+    """About how long: `40 s`, `3 min`, `1 h 20 min`."""
+    if seconds < 90:
+        return f"about {max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    return f"about {minutes} min" if minutes < 90 else f"about {minutes // 60} h {minutes % 60} min"
+
+
 @dataclass
 class Progress:
     """One progress report: what stage, how far (files and bytes), and chunks embedded."""
@@ -25,6 +33,7 @@ class Progress:
     # How far by bytes, counting the files of the batch being embedded in proportion to its
     # chunks embedded: a batch of many files moves it while files_done waits for the store.
     bytes_estimate: int = 0
+    stored_only: bool = False  # phase one of two: files stored, their chunks embedded after
 
 
 ProgressFn = Callable[[Progress], None]

@@ -258,7 +258,8 @@ class Run(Batches, State, Vectors):
         if self.resumed and kept and changed:
             self.progress(Progress("resume", message=f"resuming: {kept} files already indexed, "
                                                       f"{len(changed)} to go"))
-        done = Progress("embed", files_total=len(changed), bytes_total=bytes_total)
+        done = Progress("embed", files_total=len(changed), bytes_total=bytes_total,
+                        stored_only=self.later)
         self.progress(done)
         self._done = done
         for batch in read_ahead(self._batches(changed)):

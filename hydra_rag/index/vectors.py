@@ -65,8 +65,9 @@ class Vectors:
         self.in_phase_two = True
         done = Progress("vectors", bytes_total=total)
         self._done = done
-        self.progress(Progress("vectors", message=f"embedding {total:,} chunks; searches use "
-                                                  "them as they are stored"))
+        self.progress(Progress("vectors", message=f"searchable now by names, exact strings and "
+                                                  f"words; embedding {total:,} chunks, each batch "
+                                                  "searchable as it is stored"))
         self.progress(done)
         # Smaller than phase one's batches: each is searchable as soon as it is stored.
         batch = max(1, min(self.settings.index_batch, PHASE_TWO_BATCH))

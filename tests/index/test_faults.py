@@ -204,7 +204,7 @@ def test_a_killed_embedder_sidecar_is_started_again_and_the_run_completes(
     killed: list[int] = []
 
     def kill_once(p: Progress) -> None:
-        if p.stage == "embed" and p.chunks_done >= 8 and not killed:
+        if p.stage in ("embed", "vectors") and p.chunks_done >= 8 and not killed:
             rows = json.loads(run_cli("sidecars", "list", "--json").stdout)
             pid = next(r["pid"] for r in rows if r["id"] == "minilm-l6")
             os.kill(pid, signal.SIGKILL)

@@ -56,7 +56,10 @@ def small_requests(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_first_index_stopped_mid_batch_keeps_the_files_it_embedded(
-        home: Path, tmp_path: Path, small_requests: None) -> None:
+        home: Path, tmp_path: Path, small_requests: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One phase (each batch embedded before it is stored); a stop in phase two is
+    # test_two_phase.py's.
+    monkeypatch.setenv("HYDRA_RAG_VECTORS_LATER", "0")
     root = _folder(tmp_path / "c")
     reference = copytree(root, tmp_path / "ref")
     clean = index_folder(reference, load_settings())

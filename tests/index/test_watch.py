@@ -391,7 +391,10 @@ def test_sigterm_mid_run_leaves_a_whole_index(home: Path, tmp_path: Path, watchi
             assert time.monotonic() < deadline
             time.sleep(0.05)
 
-    small = {"HYDRA_RAG_INDEX_BATCH": "16"}  # batches of 16 chunks: a run of several batches
+    # One phase, batches of 16 chunks: a run of several batches, each embedded before it is
+    # stored (phase one alone stores them all in a moment; test_two_phase.py stops phase two).
+    one = {"HYDRA_RAG_VECTORS_LATER": "0"}
+    small = {"HYDRA_RAG_INDEX_BATCH": "16", **one}
     w = watching(str(root), env=small)
     w.started()
     burst("many")
@@ -406,7 +409,7 @@ def test_sigterm_mid_run_leaves_a_whole_index(home: Path, tmp_path: Path, watchi
 
     # A second signal stops at once, inside a batch (one batch of 150 chunks here): the next
     # run repairs what was cut and finishes.
-    w2 = watching(str(root))
+    w2 = watching(str(root), env=one)
     w2.started()
     burst("more")
     journal = Store(root).journal_path

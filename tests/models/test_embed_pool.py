@@ -121,7 +121,7 @@ def test_an_index_run_survives_a_server_that_dies(servers: list[Any], tmp_path: 
     killed: list[int] = []
 
     def progress(p: Progress) -> None:
-        if p.stage == "embed" and p.chunks_done >= 20 and not killed:
+        if p.stage in ("embed", "vectors") and p.chunks_done >= 20 and not killed:
             servers[2][1].kill()  # mid-run: the batches it holds or would take go elsewhere
             killed.append(p.chunks_done)
 
