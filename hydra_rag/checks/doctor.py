@@ -96,7 +96,33 @@ def run_checks(root: Path | None) -> list[Check]:
                                 f"hydra-rag sidecars stop {rec.id}"))
     if root is not None:
         checks.extend(check_index(root))
+        if not Store(root).exists():
+            timed = {eid for eid in chosen | {settings.foreign} if eid}
+            checks.append(first_index_check(root, settings, timed))
     return checks
+
+
+def first_index_check(root: Path, settings: Settings, timed: set[str]) -> Check:
+    """What a first index of `root` would take with each installed embedder (those not in
+    `timed`, timed by the checks above, are timed now: the ONNX ones too)."""
+    from hydra_rag.checks.first_index import first_index
+    from hydra_rag.index.report import duration
+
+    try:
+        est = first_index(root, settings, timed=timed)
+    except HydraError as exc:
+        return Check("warn", "first index", str(exc))
+    configured = settings.embedder_for("code")
+    each = ", ".join(f"{r['id']}{' (configured)' if r['id'] == configured else ''} "
+                     f"{duration(r['seconds'])}" for r in est.embedders)
+    detail = (f"{est.files:,} files, {est.total_chunks:,} chunks ({est.tokens:,} tokens) to "
+              f"embed: {each or 'no installed embedder has a speed known here'}; names, exact "
+              f"strings and words are searchable after phase one (reading and chunking took "
+              f"{est.read_s:g} s)")
+    fast = est.embedders[0]["id"] if est.embedders else configured
+    fix = (f"hydra-rag rag setup --embedder {fast} (faster here; then hydra-rag index {root})"
+           if fast != configured else f"hydra-rag index {root}")
+    return Check("ok", "first index", detail, fix)
 
 
 def ocr_check(settings: Settings) -> Check:

@@ -5,6 +5,7 @@ the three kinds."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -161,7 +162,6 @@ _ROLE = {"chat": "chat model", "embed": "embedder", "rerank": "reranker"}
 
 
 def _rm(section: str, entry_id: str, keep_files: bool) -> None:
-    from pathlib import Path
 
     from hydra_rag.catalog import load_catalog, remove_user_entry
     from hydra_rag.models.gguf import split_parts
@@ -224,6 +224,9 @@ def models_recommend(
         "embedder now (seconds for small models, a minute for a 7B one), or go by earlier "
         "measurements.")] = True,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    path: Annotated[Path | None, typer.Option(
+        "--path", help="Also say what a first index of this folder would take with each "
+        "installed embedder (its files read and chunked now; nothing written).")] = None,
 ) -> None:
     """Which chat models and embedders this machine runs at a usable speed (its memory, its
     GPU, and tokens per second measured here), and the command that gets each."""
@@ -242,6 +245,12 @@ def models_recommend(
                     say(f"warning: {entry.id} could not be timed: {exc}")
                     continue
                 measured[entry.id] = {**info.get("speed", {}), "busy": info.get("busy")}
+    first = None
+    if path is not None:
+        from hydra_rag.checks.first_index import first_index
+        from hydra_rag.config import load_settings
+
+        first = first_index(path, load_settings(), measure=False)
     fits = rec.assess(machine)
     best = max((f for f in fits if f.role == "chat" and f.usable), key=lambda f: f.size or 0,
                default=None)
@@ -250,7 +259,8 @@ def models_recommend(
         print_json({"machine": machine.__dict__, "measured_now": measured,
                     "recommended_chat": best.id if best else None,
                     "recommended_embedder": best_emb.id if best_emb else None,
-                    "models": [f.to_json() for f in fits]})
+                    "models": [f.to_json() for f in fits],
+                    "first_index": first.to_json() if first is not None else None})
         return
     gpu = f"GPU {machine.gpu}" if machine.gpu else "no GPU llama.cpp can use"
     out.print(f"this machine: {machine.cores} cores, {machine.memory_mb:,} MiB memory "
@@ -269,6 +279,11 @@ def models_recommend(
     if best_emb is not None and best_emb.id != configured:
         say(f"{best_emb.id} embeds faster here than {configured}, the configured embedder: "
             f"`hydra-rag rag setup --embedder {best_emb.id}` (the next index run rebuilds)")
+    if first is not None:
+        from hydra_rag.index.estimate import lines
+
+        for line in lines(first, configured):
+            out.print(line, markup=False, highlight=False)
     if not any(f.basis for f in fits):
         say("no speed measured yet: run `hydra-rag models recommend` with a chat model and an "
             "embedder installed (`make install` puts the defaults in place)")

@@ -529,10 +529,13 @@ def test_recommend_measures_and_says_what_fits(hub_home: Path) -> None:
                      r"tokens/s measured here, × [\d.]+ by file size", line), line
     assert " ~0 tokens/s" not in text
     # The ONNX Runtime embedders are judged too, from llama.cpp's rate until timed.
-    onnx = rows["minilm-l6-onnx"]
-    assert onnx["basis"] == "estimated from minilm-l6" and onnx["tokens_per_s"] > 0
-    assert "not timed on ONNX Runtime yet" in onnx["note"]
-    assert doc["recommended_embedder"] == "minilm-l6"
+    onnx = rows["minilm-l6-onnx"]  # timed itself once installed (tests/models/test_onnx.py)
+    assert onnx["basis"] == ("measured" if onnx["installed"] else "estimated from minilm-l6")
+    assert onnx["tokens_per_s"] > 0
+    assert onnx["installed"] or "not timed on ONNX Runtime yet" in onnx["note"]
+    # the faster of the two once both are timed here
+    pair = [rows["minilm-l6"], onnx] if onnx["installed"] else [rows["minilm-l6"]]
+    assert doc["recommended_embedder"] == max(pair, key=lambda r: r["tokens_per_s"])["id"]
 
 
 def test_a_speed_measured_on_a_busy_machine_says_so(hub_home: Path) -> None:
