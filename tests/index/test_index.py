@@ -269,7 +269,10 @@ def test_kill_9_mid_run_is_repaired(home: Path, tmp_path: Path) -> None:
 
 
 def test_ctrl_c_says_what_was_kept_and_the_next_run_what_it_resumed(
-        home: Path, tmp_path: Path) -> None:
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One phase, batches embedded as they are stored (a stop in phase two:
+    # test_two_phase.py).
+    monkeypatch.setenv("HYDRA_RAG_VECTORS_LATER", "0")
     files = {f"doc{i:03}.md": f"# Note {i}\n\n" + "".join(
         f"Line {j} of note {i} talks about topic {i * 7 + j}.\n" for j in range(30))
         for i in range(120)}
