@@ -72,7 +72,12 @@ def main() -> None:
                 first: dict[str, float] = {}
                 after: list[float] = []
                 notes: set[str] = set()
+                phase_one = None
                 while run.poll() is None:
+                    if phase_one is None and "searchable now" in \
+                            (Path(tmp) / "index.log").read_text():
+                        phase_one = time.monotonic() - t0
+                        print(f"  phase one done (index says 'searchable now') by {phase_one:.1f} s")
                     for kind, q, want in (("name", name, name_file), ("exact", exact, exact_file)):
                         got, warnings, took = _search(root, q)
                         now = time.monotonic() - t0

@@ -583,5 +583,7 @@ def vectors_notice(coverage: dict[str, tuple[int, int]], root: Path) -> str:
         return ""
     have = sum(h for h, _ in coverage.values())
     total = sum(n for _, n in coverage.values())
+    if not total:  # a first run's first batch is not stored yet
+        return f"{root}: being indexed, no file stored yet; search again in a moment"
     return (f"{root}: vectors for {have:,} of {total:,} chunks; results improve as they "
             "arrive (names, exact strings and words search every chunk)")

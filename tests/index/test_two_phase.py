@@ -187,3 +187,14 @@ def test_background_returns_after_phase_one_and_a_child_embeds_the_rest(
               for r in json.loads(run_cli("sidecars", "list", "--json").stdout)):
         assert time.monotonic() < deadline + 60, "the child did not end"
         time.sleep(0.5)
+
+
+def test_the_notice_while_vectors_arrive() -> None:
+    from hydra_rag.search.retrieve import vectors_notice
+
+    assert vectors_notice({}, Path("/f")) == ""
+    assert vectors_notice({"code": (0, 0), "prose": (0, 0)}, Path("/f")) == (
+        "/f: being indexed, no file stored yet; search again in a moment")
+    assert vectors_notice({"code": (300, 1000), "prose": (0, 234)}, Path("/f")) == (
+        "/f: vectors for 300 of 1,234 chunks; results improve as they arrive (names, exact "
+        "strings and words search every chunk)")
