@@ -155,7 +155,7 @@ def sidecars_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
     from hydra_rag.models import sidecar
     from hydra_rag.warm import server, socket_path
 
-    rows = [{"id": r.id, "role": r.role, "port": r.port, "pid": r.pid,
+    rows: list[dict[str, Any]] = [{"id": r.id, "role": r.role, "port": r.port, "pid": r.pid,
              "status": sidecar.status(r), "device": r.device or "?",
              "backend": r.backend or "?", "model": r.model_path, "log": r.log}
             for r in sidecar.all_records()]
