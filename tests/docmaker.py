@@ -228,9 +228,9 @@ CHAPTERS = [
 ]
 
 
-def book_epub(path: Path, filler: int = 0) -> Path:
+def book_epub(path: Path, filler: int = 0, bodies: list[tuple[str, str]] | None = None) -> Path:
     """An EPUB 3 book: a cover page holding only an image, then one XHTML file per chapter
-    (with `filler` more paragraphs each)."""
+    (with `filler` more paragraphs each), or one per (title, XHTML body) of `bodies`."""
     container = """<?xml version="1.0"?>
 <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
  <rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles>
@@ -239,10 +239,11 @@ def book_epub(path: Path, filler: int = 0) -> Path:
     items = ['<item id="cover" href="cover.xhtml" media-type="application/xhtml+xml"/>']
     refs = ['<itemref idref="cover"/>']
     pages = {"OEBPS/cover.xhtml": _xhtml("Cover", '<img src="cover.png" alt=""/>')}
-    for n, (title, paras) in enumerate(CHAPTERS, start=1):
+    chapters = bodies or [(title, f"<h1>{title}</h1>" + "".join(
+        f"<p>{p}</p>" for p in paras + _filler(title, filler))) for title, paras in CHAPTERS]
+    for n, (title, body) in enumerate(chapters, start=1):
         items.append(f'<item id="c{n}" href="text/ch{n}.xhtml" media-type="application/xhtml+xml"/>')
         refs.append(f'<itemref idref="c{n}"/>')
-        body = f"<h1>{title}</h1>" + "".join(f"<p>{p}</p>" for p in paras + _filler(title, filler))
         pages[f"OEBPS/text/ch{n}.xhtml"] = _xhtml(title, body)
     opf = f"""<?xml version="1.0" encoding="UTF-8"?>
 <package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
@@ -264,7 +265,8 @@ def book_epub(path: Path, filler: int = 0) -> Path:
 
 
 def _xhtml(title: str, body: str) -> str:
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"'
+            ' xmlns:epub="http://www.idpf.org/2007/ops">'
             f"<head><title>{title}</title></head><body>{body}</body></html>\n")
 
 

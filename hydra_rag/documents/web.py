@@ -39,8 +39,49 @@ def _tag(el: Any) -> str:
     return tag.rsplit("}", 1)[-1].lower()
 
 
-def _boilerplate(el: Any) -> bool:
+# Where a note stands in a book: EPUB's semantics (epub:type) and ARIA's roles for notes.
+_NOTES = frozenset({"footnote", "footnotes", "endnote", "endnotes", "rearnote", "rearnotes",
+                    "note", "notes", "doc-footnote", "doc-endnote", "doc-endnotes"})
+
+
+def _marks(el: Any, *attrs: str) -> set[str]:
+    """The words of an element's epub:type (as the HTML parser keeps it, or namespaced) and
+    of `attrs`."""
+    names = ("epub:type", "{http://www.idpf.org/2007/ops}type", *attrs)
+    return {w.lower() for name in names for w in (el.get(name) or "").split()}
+
+
+def _titled(el: Any) -> bool:
+    """Is the element a section that opens with a heading of its own (among its first three
+    children)? Its id is then the section's anchor (pandoc, Sphinx and static site generators
+    write the title's slug or a label there: `cookie-session-backend`, `related-work`), not a
+    role. A <div id="related"> with a heading is still a box of the page."""
+    if _tag(el) != "section" and "section" not in (el.get("class") or "").split():
+        return False
+    first = [c for c in el.iterchildren() if isinstance(c.tag, str)][:3]
+    return any(_tag(c) in _HEADINGS or _tag(c) in ("header", "hgroup")
+               and any(_tag(h) in _HEADINGS for h in c.iterchildren() if isinstance(h.tag, str))
+               for c in first)
+
+
+def _link_kind(a: Any) -> str:
+    """"ref" for a link that marks a note, "back" for a note's link back to its mark, else ""
+    (EPUB's epub:type, ARIA's roles, and the classes pandoc and Sphinx write)."""
+    marks = _marks(a, "role", "class")
+    if marks & {"noteref", "doc-noteref", "footnote-ref", "footnote-reference"}:
+        return "ref"
+    if marks & {"backlink", "doc-backlink", "footnote-back", "fn-backref"}:
+        return "back"
+    return ""
+
+
+def _boilerplate(el: Any, book: bool = False) -> bool:
+    """Is the element navigation or a page's furniture? In a book (`book`: an EPUB chapter)
+    there is no page furniture: an aside is a sidebar or a note of the text, and id and class
+    words say nothing; the table of contents (nav) is still left out."""
     tag = _tag(el)
+    if book and (tag == "aside" or _marks(el, "role") & _NOTES):
+        return False
     if tag in _DROP:
         return True
     if el.get("hidden") is not None or el.get("aria-hidden") == "true":
@@ -48,8 +89,10 @@ def _boilerplate(el: Any) -> bool:
     role = (el.get("role") or "").lower()
     if role in ("navigation", "banner", "contentinfo", "complementary", "search", "menu"):
         return True
+    if book:
+        return False
     ident = el.get("id") or ""
-    if tag in _HEADINGS or len(_ID_WORDS.split(ident)) > MAX_ROLE_WORDS:
+    if tag in _HEADINGS or len(_ID_WORDS.split(ident)) > MAX_ROLE_WORDS or _titled(el):
         # A heading's id is its anchor, and a long id is a slug of the text (pandoc writes
         # "health-related-quality-of-life…"): neither says what the element is for.
         ident = ""
@@ -75,22 +118,34 @@ def _link_list(el: Any) -> bool:
 
 
 class _Blocks:
-    """Turns an element tree into Builder blocks: inline text gathered into paragraphs."""
+    """Turns an element tree into Builder blocks: inline text gathered into paragraphs. Line
+    ends in the markup are spaces, as a browser shows them; a line breaks at a block, a <br>
+    or inside <pre>."""
 
-    def __init__(self, b: Builder, link_lists: bool = True) -> None:
+    def __init__(self, b: Builder, link_lists: bool = True, book: bool = False) -> None:
         self.b = b
         self.buf: list[str] = []
-        self.link_lists = link_lists  # drop blocks that are mostly links
+        self.link_lists = link_lists
+        self.book = book
+        self.marker = ""  # a list item's "- ", put before the item's first text
 
     def flush(self) -> None:
         text = "".join(self.buf)
         self.buf = []
         lines = [_SPACE.sub(" ", ln).strip() for ln in text.split("\n")]
-        self.b.block("\n".join(ln for ln in lines if ln))
+        text = "\n".join(ln for ln in lines if ln)
+        if text and self.marker:
+            text, self.marker = self.marker + text, ""
+        self.b.block(text)
+
+    def text(self, piece: str | None) -> None:
+        if piece:
+            self.buf.append(_SPACE.sub(" ", piece))
 
     def walk(self, el: Any, pre: bool = False) -> None:
         tag = _tag(el)
-        if tag and tag != "body" and (_boilerplate(el) or (self.link_lists and _link_list(el))):
+        if tag and tag != "body" and (_boilerplate(el, self.book)
+                                      or (self.link_lists and _link_list(el))):
             return
         if tag in _HEADINGS:
             self.flush()
@@ -100,21 +155,31 @@ class _Blocks:
             self.flush()
             self.b.block(el.text_content(), wrap=False)
             return
+        if tag == "a":
+            kind = _link_kind(el)
+            if kind == "back":  # a note's way back to its mark ("↩")
+                return
+            if kind == "ref":  # a note's mark in the text: "strikes.[1]", not "strikes.1"
+                self.buf.append(f"[{_SPACE.sub('', el.text_content())}]")
+                return
         block = tag in _BLOCKS or tag in ("td", "th")
-        if block and tag not in ("td", "th"):
+        if block and tag not in ("td", "th", "tr"):
             self.flush()
         if tag == "li":
-            self.buf.append("- ")
+            self.marker = "- "
         if tag == "br":
             self.buf.append("\n")
-        if el.text and tag:
-            self.buf.append(el.text)
+        if tag:
+            self.text(el.text)
         for child in el:
             self.walk(child, pre)
-            if child.tail:
-                self.buf.append(child.tail)
+            self.text(child.tail)
         if tag in ("td", "th"):
             self.buf.append(" | ")
+        elif tag == "tr":  # a row a line, the rows of a table one block
+            while self.buf and self.buf[-1] in (" ", " | "):
+                self.buf.pop()
+            self.buf.append("\n")
         elif block:
             self.flush()
 
@@ -210,7 +275,7 @@ def epub(path: Path, b: Builder) -> None:
             body = doc.find(".//body")
             before = b.chars
             b.anchor()
-            blocks = _Blocks(b)
+            blocks = _Blocks(b, book=True)
             blocks.walk(body if body is not None else doc)
             blocks.flush()
             if b.chars == before:  # an image-only chapter (a cover): no anchor of its own

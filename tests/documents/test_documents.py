@@ -102,6 +102,36 @@ def test_epub_chapters(tmp_path: Path) -> None:
             assert section_at(ex.text, "md", line) == title
 
 
+MARSH = (
+    '<nav epub:type="toc"><ol><li><a href="#s1">Herons</a></li></ol></nav>'
+    '<section id="related-work" class="share"><h1>Herons of the marsh</h1>'
+    '<p>The heron waits in shallow water before it strikes.'
+    '<a epub:type="noteref" href="#n1" id="r1">1</a> Its neck folds\nwhen it flies.</p>'
+    '<aside class="sidebar"><p>Boxed: bitterns boom at dusk.</p></aside>'
+    "<ul><li><p>Grey heron: tall and patient</p></li><li>Little egret</li></ul>"
+    "<table><tr><th>Bird</th>\n<th>Length</th></tr>\n<tr><td>Bittern</td>\n<td>75 cm</td>"
+    "</tr></table></section>"
+    '<aside epub:type="footnote" id="n1"><p>Herons swallow fish head first.'
+    '<a role="doc-backlink" href="#r1">\u21a9</a></p></aside>')
+
+
+def test_epub_keeps_what_a_book_holds(tmp_path: Path) -> None:
+    """A book has no page furniture: its asides (sidebars, footnotes) and sections with any id
+    or class are text; its table of contents is not. A note's mark reads [1] and its way back
+    is left out; a table is a row a line; a list item's mark stays with its paragraph; line
+    ends in the markup are spaces."""
+    ex = extract_file(docmaker.book_epub(tmp_path / "marsh.epub",
+                                         bodies=[("Herons", MARSH)]), "epub")
+    assert _headings(ex.text) == ["# Herons of the marsh"]
+    assert "before it strikes.[1] Its neck folds when it flies." in ex.text
+    assert "Boxed: bitterns boom at dusk." in ex.text
+    assert "Herons swallow fish head first." in ex.text and "\u21a9" not in ex.text
+    assert "Bird | Length\nBittern | 75 cm\n" in ex.text
+    assert "- Grey heron: tall and patient" in ex.text and "- Little egret" in ex.text
+    assert "\n-\n" not in ex.text
+    assert ex.text.count("Herons") == 2  # the title and the note, not the contents' entry
+
+
 def test_odt_headings_by_outline_level(tmp_path: Path) -> None:
     ex = extract_file(docmaker.odt(tmp_path / "bees.odt"), "odt")
     assert (ex.unit, ex.starts) == ("", [])
@@ -141,12 +171,19 @@ def test_html_ids_made_from_titles_are_not_read_as_boilerplate(tmp_path: Path) -
         '<section id="social-services-and-access-to-care-in-rural-areas" class="level2">'
         "<h2>Social services and access to care in rural areas</h2>"
         "<p>Rural clinics reach fewer patients than the city hospitals do.</p></section>"
+        # a section's id is its anchor even when short (a label, or a short title's slug)
+        '<section id="related-work"><h2>Related work</h2><p>Earlier surveys counted clinics.'
+        '</p></section><section id="cookie-backend" class="level2"><h2>Stored in cookies</h2>'
+        "<p>The data is signed, not encrypted.</p></section>"
         '<div id="related"><h3>Related</h3><p>Another report about something else.</p></div>'
         "</body></html>")
     ex = extract_file(page, "html")
     assert _headings(ex.text) == ["# Report", "## Age-related loss of hearing in adults",
-                                  "## Social services and access to care in rural areas"]
+                                  "## Social services and access to care in rural areas",
+                                  "## Related work", "## Stored in cookies"]
     assert "Rural clinics reach fewer patients" in ex.text
+    assert "Earlier surveys counted clinics" in ex.text
+    assert "signed, not encrypted" in ex.text
     assert "Another report" not in ex.text  # a short id naming a role still marks boilerplate
 
 
