@@ -161,6 +161,44 @@ def handbook_docx(path: Path, breaks: bool = True, sections: list[tuple[str, lis
     return path
 
 
+_FOOTNOTES = """<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<w:footnotes xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">
+<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:footnote>
+<w:footnote w:type="continuationSeparator" w:id="0">
+<w:p><w:r><w:continuationSeparator/></w:r></w:p></w:footnote>
+<w:footnote w:id="7"><w:p><w:r><w:footnoteRef/></w:r>
+<w:r><w:t xml:space="preserve"> Herons swallow fish</w:t></w:r>
+<w:r><w:t xml:space="preserve"> head first.</w:t></w:r></w:p></w:footnote>
+</w:footnotes>"""
+
+
+def notes_docx(path: Path) -> Path:
+    """A Word document with a footnote (its part written as Word writes it: python-docx has
+    no API for notes) and two list items, one bulleted and one numbered, by style."""
+    import docx
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    doc = docx.Document()
+    doc.add_heading("Marsh notes", level=1)
+    p = doc.add_paragraph("The heron waits in shallow water before it strikes.")
+    ref = OxmlElement("w:footnoteReference")
+    ref.set(qn("w:id"), "7")
+    p.add_run()._r.append(ref)
+    p.add_run(" Its neck folds when it flies.")
+    doc.add_paragraph("Grey heron: tall and patient", style="List Bullet")
+    doc.add_paragraph("Little egret", style="List Number")
+    doc.add_paragraph("Reedbeds are quiet in winter.")
+    part = Part(PackURI("/word/footnotes.xml"), "application/vnd.openxmlformats-officedocument."
+                "wordprocessingml.footnotes+xml", _FOOTNOTES.encode(), doc.part.package)
+    doc.part.relate_to(part, "http://schemas.openxmlformats.org/officeDocument/2006/"
+                             "relationships/footnotes")
+    doc.save(str(path))
+    return path
+
+
 SLIDES = [
     ("Roadmap 2025", ["Ship the offline mode", "Rewrite the sync engine in Rust"]),
     ("Hiring Plan", ["Two backend engineers", "One designer for the mobile app"]),

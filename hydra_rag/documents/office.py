@@ -71,6 +71,9 @@ class _Docx:
         # Word records where pages broke when it last laid the file out; without that (files
         # written by programs), explicit page breaks are all there is.
         self.rendered = bool(doc.element.body.xpath(".//w:lastRenderedPageBreak"))
+        self.notes = _notes(doc)  # (kind, id) → a footnote's or endnote's text
+        self.marked: list[tuple[int, str]] = []  # notes marked in the text and not yet written
+        self.written = 0  # notes written so far (their numbers go on from there)
 
     def _page_break(self, el: Any) -> bool:
         if self.rendered:
@@ -90,7 +93,20 @@ class _Docx:
                 parts.append([])
             elif tag in (_w("br"), _w("cr")) and el.get(_w("type")) != "page":
                 parts[-1].append("\n")
+            elif tag in (_w("footnoteReference"), _w("endnoteReference")):
+                note = self.notes.get((tag, el.get(_w("id"))))
+                if note:  # numbered as Word shows them, in the order they are marked
+                    self.marked.append((len(self.marked) + 1 + self.written, note))
+                    parts[-1].append(f"[{self.marked[-1][0]}]")
         return ["".join(part) for part in parts]
+
+    def write_notes(self) -> None:
+        """The notes marked since the last call, each a paragraph after the text that marks
+        it ("[1] Received 3 March…"): a note's words stay beside the words they annotate."""
+        for n, text in self.marked:
+            self.b.block(f"[{n}] {text}")
+        self.written += len(self.marked)
+        self.marked = []
 
     def paragraph(self, p: Any) -> None:
         from docx.text.paragraph import Paragraph
@@ -98,14 +114,18 @@ class _Docx:
         if not self.rendered and p.xpath("./w:pPr/w:pageBreakBefore[not(@w:val='0' or "
                                          "@w:val='false')]"):
             self.b.anchor()
-        level = self.typed.get(p) or _outline_level(Paragraph(p, self.doc._body))
+        para = Paragraph(p, self.doc._body)
+        level = self.typed.get(p) or _outline_level(para)
+        mark = "" if level or not _listed(para) else "- "
         for i, text in enumerate(self.segments(p)):
             if i:
                 self.b.anchor()
             if level:
                 self.b.heading(level, text)
             else:
-                self.b.block(text)
+                self.b.block(mark + text if text.strip() else text)
+                mark = ""
+        self.write_notes()
 
     def table(self, tbl: Any) -> None:
         rows: list[str] = []
@@ -126,6 +146,7 @@ class _Docx:
             if any(cells):
                 rows.append(" | ".join(cells))
         self.b.block("\n".join(rows))
+        self.write_notes()
 
     def walk(self, parent: Any) -> None:
         for el in parent.iterchildren():
@@ -140,6 +161,51 @@ class _Docx:
                     self.walk(content)
             elif tag in (_w("customXml"), _w("smartTag")):
                 self.walk(el)
+
+
+def _listed(p: Any) -> bool:
+    """Is the paragraph a list item: numbered or bulleted by its own properties or its
+    style's (Word's "List Bullet", pandoc's lists)?"""
+    style, depth = p.style, 0
+    ppr = p._p.pPr
+    while depth < 10:
+        num = ppr.find(_w("numPr")) if ppr is not None else None
+        if num is not None:
+            nid = num.find(_w("numId"))
+            return nid is None or nid.get(_w("val")) != "0"
+        if style is None:
+            return False
+        if (style.name or "").lower().startswith("list"):
+            return True
+        ppr, style, depth = style.element.pPr, style.base_style, depth + 1
+    return False
+
+
+def _notes(doc: Any) -> dict[tuple[str, str | None], str]:
+    """The document's footnotes and endnotes: (the tag that marks one, its id) → its text.
+    python-docx does not read them; their parts are plain WordprocessingML."""
+    from lxml import etree
+
+    out: dict[tuple[str, str | None], str] = {}
+    for rel in doc.part.rels.values():
+        kind = rel.reltype.rsplit("/", 1)[-1]
+        if kind not in ("footnotes", "endnotes") or rel.is_external:
+            continue
+        try:
+            root = etree.fromstring(rel.target_part.blob, xml_parser())
+        except etree.XMLSyntaxError:
+            continue  # a broken notes part costs the notes, not the document
+        mark = _w("footnoteReference" if kind == "footnotes" else "endnoteReference")
+        for note in root.iterchildren(_w(kind[:-1])):
+            if note.get(_w("type")) in ("separator", "continuationSeparator",
+                                        "continuationNotice"):
+                continue
+            paras = [" ".join("".join(t.text or "" for t in p.iter(_w("t"))).split())
+                     for p in note.iter(_w("p"))]
+            text = " ".join(x for x in paras if x)
+            if text:
+                out[(mark, note.get(_w("id")))] = text
+    return out
 
 
 def _default_size(doc: Any) -> float:

@@ -132,6 +132,16 @@ def test_epub_keeps_what_a_book_holds(tmp_path: Path) -> None:
     assert ex.text.count("Herons") == 2  # the title and the note, not the contents' entry
 
 
+def test_docx_footnotes_and_lists(tmp_path: Path) -> None:
+    """python-docx reads no footnotes: their text was lost. A note now follows the paragraph
+    that marks it, numbered as Word shows it; a list item keeps a mark."""
+    ex = extract_file(docmaker.notes_docx(tmp_path / "marsh.docx"), "docx")
+    assert ("before it strikes.[1] Its neck folds when it flies.\n\n"
+            "[1] Herons swallow fish head first.\n") in ex.text
+    assert "- Grey heron: tall and patient" in ex.text and "- Little egret" in ex.text
+    assert "\nReedbeds are quiet in winter." in ex.text  # no mark on plain text
+
+
 def test_odt_headings_by_outline_level(tmp_path: Path) -> None:
     ex = extract_file(docmaker.odt(tmp_path / "bees.odt"), "odt")
     assert (ex.unit, ex.starts) == ("", [])
