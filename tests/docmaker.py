@@ -241,6 +241,10 @@ def odt(path: Path) -> Path:
   <text:h text:outline-level="2">Swarm Control</text:h>
   <text:p>Inspect the brood frames<text:s text:c="2"/>every nine days for queen cells in May.</text:p>
   <text:p># hives in the apiary: twelve</text:p>
+  <text:p>Smoke calms the bees<text:note text:id="ftn1" text:note-class="footnote">\
+<text:note-citation>1</text:note-citation><text:note-body><text:p>Cool smoke from \
+pine needles.</text:p></text:note-body></text:note> before the lid comes off.</text:p>
+  <text:list><text:list-item><text:p>Veil and gloves</text:p></text:list-item></text:list>
  </office:text></office:body>
 </office:document-content>
 """

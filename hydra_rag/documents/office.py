@@ -272,9 +272,10 @@ def _t(tag: str) -> str:
     return f"{{{_TEXT}}}{tag}"
 
 
-def _odf_segments(el: Any, pages: bool) -> list[str]:
+def _odf_segments(el: Any, pages: bool, notes: list[tuple[str, str]] | None = None) -> list[str]:
     """A paragraph's text, one piece per page it is on (cut at text:soft-page-break when the
-    document records pages): spaces (text:s), tabs and line breaks spelled out; notes dropped."""
+    document records pages): spaces (text:s), tabs and line breaks spelled out; a note's mark
+    as "[1]", its (mark, text) added to `notes` (dropped when None)."""
     parts: list[list[str]] = [[el.text or ""]]
     for child in el:
         tag = child.tag
@@ -287,8 +288,16 @@ def _odf_segments(el: Any, pages: bool) -> list[str]:
             parts[-1].append("\t")
         elif tag == _t("line-break"):
             parts[-1].append("\n")
-        elif tag != _t("note"):
-            inner = _odf_segments(child, pages)
+        elif tag == _t("note"):
+            body = child.find(_t("note-body"))
+            text = " ".join(" ".join(_odf_text(p).split()) for p in body.iter(_t("p"))) \
+                if body is not None and notes is not None else ""
+            if text.strip() and notes is not None:
+                mark = (child.findtext(_t("note-citation")) or "").strip() or str(len(notes) + 1)
+                notes.append((mark, text.strip()))
+                parts[-1].append(f"[{mark}]")
+        else:
+            inner = _odf_segments(child, pages, notes)
             parts[-1].append(inner[0])
             parts.extend([x] for x in inner[1:])
         parts[-1].append(child.tail or "")
@@ -325,24 +334,32 @@ def _odf_table(table: Any, b: Builder, pages: bool) -> None:
     b.block("\n".join(rows))
 
 
-def _odf_walk(el: Any, b: Builder, pages: bool) -> None:
+def _odf_walk(el: Any, b: Builder, pages: bool, item: bool = False) -> None:
+    """The body's paragraphs, headings, tables and lists in order; each note after the
+    paragraph that marks it; a list item's first paragraph marked "- " (`item`)."""
     for child in el:
         tag = child.tag
         if tag in (_t("h"), _t("p")):
             level = int(child.get(_t("outline-level"), "1") or 1) if tag == _t("h") else 0
-            for i, text in enumerate(_odf_segments(child, pages)):
+            notes: list[tuple[str, str]] = []
+            for i, text in enumerate(_odf_segments(child, pages, notes)):
                 if i:
                     b.anchor()
                 if level:
                     b.heading(level, text)
                 else:
-                    b.block(text)
+                    b.block("- " + text if item and text.strip() else text)
+                    item = item and not text.strip()
+            for mark, note in notes:
+                b.block(f"[{mark}] {note}")
         elif tag == _t("soft-page-break") and pages:
             b.anchor()
         elif tag == f"{{{_TABLE}}}table":
             _odf_table(child, b, pages)
-        elif tag in (_t("list"), _t("list-item"), _t("section"), _t("list-header"),
-                     _t("index-body"), _t("table-of-content")):
+        elif tag == _t("list-item"):
+            _odf_walk(child, b, pages, item=True)
+        elif tag in (_t("list"), _t("section"), _t("list-header"), _t("index-body"),
+                     _t("table-of-content")):
             _odf_walk(child, b, pages)
 
 

@@ -150,6 +150,9 @@ def test_odt_headings_by_outline_level(tmp_path: Path) -> None:
     assert "brood frames  every" in ex.text  # <text:s text:c="2"/> is two spaces
     assert section_at(ex.text, "md", line) == "Beekeeping Basics › Swarm Control"
     assert "\\# hives in the apiary" in ex.text  # a paragraph, escaped from being a heading
+    # a note follows the paragraph that marks it; a list item keeps a mark
+    assert ("Smoke calms the bees[1] before the lid comes off.\n\n"
+            "[1] Cool smoke from pine needles.\n\n- Veil and gloves") in ex.text
 
 
 def test_html_page_keeps_the_article_and_drops_the_rest(tmp_path: Path) -> None:
