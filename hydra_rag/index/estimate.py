@@ -16,18 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.config import Settings, table_embedder
-from hydra_rag.errors import HydraError
+from hydra_rag.index.dry_run import reading
 from hydra_rag.index.prepare import prepare
 from hydra_rag.index.report import duration
-from hydra_rag.read.source import (
-    read_source,
-    reader_for,
-    recorded_secrets,
-    recorded_selection,
-    resolve_root,
-    walker,
-)
-from hydra_rag.store.index_dir import TABLES, Store
+from hydra_rag.store.index_dir import TABLES
 
 
 @dataclass
@@ -54,43 +46,24 @@ def count(path: Path, settings: Settings) -> FirstIndex:
     it has an index); count chunks and tokens."""
     from hydra_rag.models.embed import EmbedClient, tokenizer_for
 
-    root = resolve_root(path)
-    store = Store(root)
-    try:
-        meta = store.read_meta() if store.dir.is_dir() else {}
-    except HydraError:
-        meta = {}
-    include, exclude = recorded_selection(meta) or ([], [])
-    est = FirstIndex(str(root), chunks=dict.fromkeys(TABLES, 0), indexed=bool(meta))
+    started = time.monotonic()
+    read = reading(path, settings)
+    est = FirstIndex(str(read.root), chunks=dict.fromkeys(TABLES, 0), indexed=bool(read.meta))
     clients = {}
     for t in TABLES:
         emb = table_embedder(settings, t, None)
         clients[t] = EmbedClient(emb, "", emb.id, tokenizer=tokenizer_for(emb))
-    started = time.monotonic()
-    walked = walker(root, include, exclude, settings, recorded_secrets(meta)).walk()
-    reader = reader_for(settings, store.dir if store.dir.is_dir() else None, write=False)
-    try:
-        for cand in walked.files:
-            src = read_source(root, cand, reader)
-            if src.text is None or src.kind not in clients:
-                continue
-            client = clients[src.kind]
-            prepared = prepare(cand, src, client.fits, lambda text: "")
-            est.files += 1
-            est.chunks[src.kind] += len(prepared.rows)
-            limit = client.token_limit()
-            est.tokens += sum(min(_tokens(client, i), limit) for i in prepared.inputs)
-    finally:
-        reader.close()
+    for cand, src in read.each(settings):
+        if src.text is None or src.kind not in clients:
+            continue
+        client = clients[src.kind]
+        prepared = prepare(cand, src, client.fits, lambda text: "")
+        est.files += 1
+        est.chunks[src.kind] += len(prepared.rows)
+        limit = client.token_limit()
+        est.tokens += sum(min(client.tokens(i), limit) for i in prepared.inputs)
     est.read_s = round(time.monotonic() - started, 1)
     return est
-
-
-def _tokens(client: Any, text: str) -> int:
-    tok = client.tokenizer
-    if tok is None:  # no model file to count with: the byte-pair guess `fits` makes too
-        return len(text.encode("utf-8")) // 2 + 2
-    return int(tok.count(client.embedder.document_prefix + client._prepare(text)))
 
 
 def with_embedders(est: FirstIndex, fits: list[Any]) -> FirstIndex:

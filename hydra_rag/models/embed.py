@@ -152,15 +152,19 @@ class EmbedClient:
     def token_limit(self) -> int:
         return self.embedder.max_tokens
 
-    def fits(self, text: str) -> bool:
-        """Would the document text (with its prefix) fit the embedder's context?"""
+    def tokens(self, text: str) -> int:
+        """The tokens the embedder reads for a document text: its prefix, the text as the
+        model's tokenizer prepares it, and the separator llama.cpp appends."""
         full = self.embedder.document_prefix + self._prepare(text)
         if self.tokenizer is not None:
-            # +1 for the separator token llama.cpp appends after the text.
-            return self.tokenizer.count(full) + 1 <= self.token_limit()
+            return self.tokenizer.count(full) + 1
         # Without the tokenizer, assume the worst common case: one token per UTF-8 byte
         # pair. Rarely binding for English, protective for scripts with long encodings.
-        return math.ceil(len(full.encode("utf-8")) / 2) + 2 <= self.token_limit()
+        return math.ceil(len(full.encode("utf-8")) / 2) + 2
+
+    def fits(self, text: str) -> bool:
+        """Would the document text (with its prefix) fit the embedder's context?"""
+        return self.tokens(text) <= self.token_limit()
 
     def _prepare(self, text: str) -> str:
         return self.tokenizer.prepare(text) if self.tokenizer is not None else text
