@@ -50,12 +50,17 @@ def embed_in_background(root: Path) -> tuple[int, Path]:
     return child.pid, log
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int, ours: bool = True) -> bool:
+    """Is `pid` a live process, and (`ours`) one running hydra_rag — not a pid the system
+    gave to another program since? (A lock's holder may be any program that imports the
+    library: `ours=False` for it.)"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        return True
+    if not ours:
         return True
     try:  # a pid the system gave to another process since: not ours unless it runs hydra_rag
         return b"hydra_rag" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -63,12 +68,22 @@ def _alive(pid: int) -> bool:
         return True  # no /proc: trust the signal
 
 
+def left(meta: dict[str, Any], running: bool = True) -> dict[str, Any]:
+    """Phase two as meta.yaml records it: chunks still without a vector, the rate the run
+    measured, and the time left at that rate (None while nothing embeds them)."""
+    from hydra_rag.store.vectors import recorded
+
+    pending = sum(recorded(meta).values())
+    rate = float(meta.get("vectors_rate") or 0) or None
+    return {"pending": pending, "rate": rate,
+            "left_s": round(pending / rate) if rate and pending and running else None}
+
+
 def running() -> list[dict[str, Any]]:
     """The children embedding a folder now: pid, root, log, started, and the folder's chunks
     still without a vector, its rate and the time left (meta.yaml, as `status` reads it).
     Records of children that have ended are removed."""
     from hydra_rag.store.index_dir import Store
-    from hydra_rag.store.vectors import recorded
 
     rows = []
     for rec in sorted((state_dir() / "background").glob("index-*.json")):
@@ -77,16 +92,13 @@ def running() -> list[dict[str, Any]]:
             pid, root = int(doc["pid"]), Path(doc["root"])
         except (OSError, ValueError, KeyError, TypeError):
             continue  # another process's half-written record, or not one of ours
-        if not _alive(pid):
+        if not alive(pid):
             rec.unlink(missing_ok=True)
             continue
         try:
             meta = Store(root).read_meta()
         except Exception:  # noqa: BLE001 - a folder being rebuilt or gone: shown without counts
             meta = {}
-        pending = sum(recorded(meta).values())
-        rate = float(meta.get("vectors_rate") or 0) or None
         rows.append({"pid": pid, "root": str(root), "log": doc.get("log"),
-                     "started": doc.get("started"), "pending": pending, "rate": rate,
-                     "left_s": round(pending / rate) if rate and pending else None})
+                     "started": doc.get("started"), **left(meta)})
     return rows

@@ -6,7 +6,6 @@ the counts come from files.db."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -179,26 +178,17 @@ def _vectors(store: Store, meta: dict[str, Any]) -> dict[str, Any] | None:
     """The second phase of an index run, as meta.yaml records it (hydra_rag.index.vectors):
     chunks still without a vector, whether the run holding the folder's lock is alive and
     embedding them, at what rate, and the time left."""
-    pending = sum(recorded_pending(meta).values())
-    if not pending:
-        return None
-    rate = float(meta.get("vectors_rate") or 0) or None
-    from hydra_rag.index.background import PID_FILE
+    from hydra_rag.index.background import PID_FILE, alive, left
 
-    running = False
+    if not sum(recorded_pending(meta).values()):
+        return None
     try:  # the holder of the folder's lock, or the child `index --background` started
         child = (store.dir / PID_FILE).read_text().strip()
     except OSError:
         child = ""
-    for pid in (lock_holder(store.lock_path), child):
-        try:
-            if pid:
-                os.kill(int(pid), 0)
-                running = True
-        except (OSError, ValueError):
-            pass
-    return {"pending": pending, "running": running, "rate": rate,
-            "left_s": round(pending / rate) if rate and running else None}
+    running = any(pid.isdigit() and alive(int(pid), ours=False)
+                  for pid in (lock_holder(store.lock_path), child))
+    return {"running": running, **left(meta, running)}
 
 
 def _read(store: Store) -> tuple[dict[str, Any], dict[str, FileEntry], str | None]:
