@@ -117,17 +117,45 @@ def _link_list(el: Any) -> bool:
     return linked >= _NAV_LINK_SHARE * len(text)
 
 
+def _notes(root: Any) -> dict[str, Any]:
+    """The notes a page or chapter marks in its text: id → the element a note's mark links to
+    (`<a epub:type="noteref" href="#fn1">`), where it is on the same page."""
+    out = {}
+    for a in root.iter("a"):
+        href = a.get("href") or ""
+        if href.startswith("#") and len(href) > 1 and _link_kind(a) == "ref":
+            found = root.xpath("//*[@id=$id]", id=unquote(href[1:]))
+            if found:
+                out[href[1:]] = found[0]
+    return out
+
+
+def _note_text(el: Any) -> str:
+    """A note's words, without its way back to the mark."""
+    parts = [el.text or ""]
+    for child in el:
+        if not (_tag(child) == "a" and _link_kind(child) == "back"):
+            parts.append(_note_text(child))
+        parts.append(child.tail or "")
+    return " ".join("".join(parts).split())
+
+
 class _Blocks:
     """Turns an element tree into Builder blocks: inline text gathered into paragraphs. Line
     ends in the markup are spaces, as a browser shows them; a line breaks at a block, a <br>
-    or inside <pre>."""
+    or inside <pre>. A note marked in the text follows the paragraph that marks it, as in a
+    Word file, not the end of the chapter or page where the markup keeps it."""
 
-    def __init__(self, b: Builder, link_lists: bool = True, book: bool = False) -> None:
+    def __init__(self, b: Builder, link_lists: bool = True, book: bool = False,
+                 root: Any = None) -> None:
         self.b = b
         self.buf: list[str] = []
         self.link_lists = link_lists
         self.book = book
         self.marker = ""  # a list item's "- ", put before the item's first text
+        self.notes = _notes(root) if root is not None else {}
+        self.marked: list[tuple[str, Any]] = []  # (mark, note) to write after this paragraph
+        self.written: set[int] = set()  # the notes written where they were marked
 
     def flush(self) -> None:
         text = "".join(self.buf)
@@ -137,6 +165,13 @@ class _Blocks:
         if text and self.marker:
             text, self.marker = self.marker + text, ""
         self.b.block(text)
+        if text and self.marked:
+            marked, self.marked = self.marked, []
+            for mark, note in marked:
+                words = _note_text(note)
+                if words:
+                    self.b.block(f"[{mark}] {words}")
+                    self.written.add(id(note))
 
     def text(self, piece: str | None) -> None:
         if piece:
@@ -144,6 +179,8 @@ class _Blocks:
 
     def walk(self, el: Any, pre: bool = False) -> None:
         tag = _tag(el)
+        if id(el) in self.written:
+            return
         if tag and tag != "body" and (_boilerplate(el, self.book)
                                       or (self.link_lists and _link_list(el))):
             return
@@ -160,7 +197,11 @@ class _Blocks:
             if kind == "back":  # a note's way back to its mark ("↩")
                 return
             if kind == "ref":  # a note's mark in the text: "strikes.[1]", not "strikes.1"
-                self.buf.append(f"[{_SPACE.sub('', el.text_content())}]")
+                mark = _SPACE.sub("", el.text_content())
+                self.buf.append(f"[{mark}]")
+                note = self.notes.get((el.get("href") or "")[1:])
+                if note is not None and id(note) not in self.written:
+                    self.marked.append((mark, note))
                 return
         block = tag in _BLOCKS or tag in ("td", "th")
         if block and tag not in ("td", "th", "tr"):
@@ -226,7 +267,7 @@ def html(path: Path, b: Builder) -> None:
     root = _content_root(doc)
     if title.strip() and not root.xpath(".//h1"):
         b.heading(1, title)
-    blocks = _Blocks(b)
+    blocks = _Blocks(b, root=root)
     blocks.walk(root)
     blocks.flush()
     if not b.has_text():  # a page that is a list of links (a site map, a manual's index)
@@ -275,8 +316,9 @@ def epub(path: Path, b: Builder) -> None:
             body = doc.find(".//body")
             before = b.chars
             b.anchor()
-            blocks = _Blocks(b, book=True)
-            blocks.walk(body if body is not None else doc)
+            root = body if body is not None else doc
+            blocks = _Blocks(b, book=True, root=root)
+            blocks.walk(root)
             blocks.flush()
             if b.chars == before:  # an image-only chapter (a cover): no anchor of its own
                 b.starts.pop()

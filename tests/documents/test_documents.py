@@ -123,13 +123,31 @@ def test_epub_keeps_what_a_book_holds(tmp_path: Path) -> None:
     ex = extract_file(docmaker.book_epub(tmp_path / "marsh.epub",
                                          bodies=[("Herons", MARSH)]), "epub")
     assert _headings(ex.text) == ["# Herons of the marsh"]
-    assert "before it strikes.[1] Its neck folds when it flies." in ex.text
-    assert "Boxed: bitterns boom at dusk." in ex.text
-    assert "Herons swallow fish head first." in ex.text and "\u21a9" not in ex.text
+    # the note follows the paragraph that marks it, not the end of the chapter
+    assert ("before it strikes.[1] Its neck folds when it flies.\n\n"
+            "[1] Herons swallow fish head first.\n") in ex.text
+    assert "Boxed: bitterns boom at dusk." in ex.text and "\u21a9" not in ex.text
     assert "Bird | Length\nBittern | 75 cm\n" in ex.text
     assert "- Grey heron: tall and patient" in ex.text and "- Little egret" in ex.text
     assert "\n-\n" not in ex.text
     assert ex.text.count("Herons") == 2  # the title and the note, not the contents' entry
+
+
+def test_html_notes_follow_their_mark(tmp_path: Path) -> None:
+    """pandoc's and most generators' notes stand at the end of the page, linked both ways: a
+    note's words go after the paragraph that marks it, once."""
+    page = tmp_path / "notes.html"
+    page.write_text(
+        "<!doctype html><html><body><h1>Marsh</h1>"
+        '<p>Bitterns boom at dusk.<a href="#fn1" class="footnote-ref" id="fnref1" '
+        'role="doc-noteref"><sup>1</sup></a></p><p>Rails squeal in the reeds.</p>'
+        '<section class="footnotes" role="doc-endnotes"><hr /><ol><li id="fn1">'
+        '<p>Heard up to five kilometres away.<a href="#fnref1" class="footnote-back" '
+        'role="doc-backlink">\u21a9\ufe0e</a></p></li></ol></section></body></html>')
+    ex = extract_file(page, "html")
+    assert ("Bitterns boom at dusk.[1]\n\n[1] Heard up to five kilometres away.\n\n"
+            "Rails squeal in the reeds.") in ex.text
+    assert ex.text.count("five kilometres") == 1 and "\u21a9" not in ex.text
 
 
 def test_docx_footnotes_and_lists(tmp_path: Path) -> None:
