@@ -130,6 +130,31 @@ def _notes(root: Any) -> dict[str, Any]:
     return out
 
 
+# A book's headings set as styled paragraphs (`<p class="chapter-title">`, `<div
+# class="h2">`), as page-layout programs export them: the class names the part.
+_HEAD_CLASS = re.compile(r"(?:^|[\s_-])(?:h([1-6])|(subhead|subheading|subtitle|section[-_]?(?:title|"
+                         r"head|heading))|(chapter|part|book)[-_]?(?:title|head|heading|name)?|"
+                         r"(title|heading|head)([1-6])?)(?:$|[\s_-])", re.I)
+_HEAD_MAX = 150  # characters: a heading, not a styled paragraph of text
+
+
+def _styled_heading(el: Any) -> int:
+    """The level of a book's paragraph that its class names a heading (0: not one): 1 for a
+    chapter's or part's title, 2 for a section's, or the number the class gives (`h3`)."""
+    if _tag(el) not in ("p", "div") or not el.get("class"):
+        return 0
+    m = _HEAD_CLASS.search(el.get("class"))
+    if m is None or el.xpath(".//p|.//div|.//table|.//ul|.//ol"):
+        return 0
+    text = " ".join(el.text_content().split())
+    if not text or len(text) > _HEAD_MAX:
+        return 0
+    digit = m.group(1) or m.group(5)
+    if digit:
+        return int(digit)
+    return 2 if m.group(2) else 1
+
+
 def _note_text(el: Any) -> str:
     """A note's words, without its way back to the mark."""
     parts = [el.text or ""]
@@ -184,9 +209,10 @@ class _Blocks:
         if tag and tag != "body" and (_boilerplate(el, self.book)
                                       or (self.link_lists and _link_list(el))):
             return
-        if tag in _HEADINGS:
+        level = _HEADINGS.get(tag) or (_styled_heading(el) if self.book else 0)
+        if level:
             self.flush()
-            self.b.heading(_HEADINGS[tag], el.text_content())
+            self.b.heading(level, el.text_content())
             return
         if tag == "pre":
             self.flush()

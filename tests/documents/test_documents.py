@@ -120,9 +120,16 @@ def test_epub_keeps_what_a_book_holds(tmp_path: Path) -> None:
     or class are text; its table of contents is not. A note's mark reads [1] and its way back
     is left out; a table is a row a line; a list item's mark stays with its paragraph; line
     ends in the markup are spaces."""
+    tides = ('<p class="chapter-title">Tides of the estuary</p><p>Spring tides run highest '
+             'after a new moon.</p><p class="subhead">Neap tides</p><p class="body-text">Neap '
+             'tides rise least.</p><p class="h3">At the quay</p><p>Boats wait for the flood.</p>')
     ex = extract_file(docmaker.book_epub(tmp_path / "marsh.epub",
-                                         bodies=[("Herons", MARSH)]), "epub")
-    assert _headings(ex.text) == ["# Herons of the marsh"]
+                                         bodies=[("Herons", MARSH), ("Tides", tides)]), "epub")
+    # headings set as styled paragraphs, as page-layout programs export a book, are headings
+    assert _headings(ex.text) == ["# Herons of the marsh", "# Tides of the estuary",
+                                  "## Neap tides", "### At the quay"]
+    assert section_at(ex.text, "md", _line_of(ex.text, "Boats wait")) == \
+        "Tides of the estuary › Neap tides › At the quay"
     # the note follows the paragraph that marks it, not the end of the chapter
     assert ("before it strikes.[1] Its neck folds when it flies.\n\n"
             "[1] Herons swallow fish head first.\n") in ex.text
