@@ -14,7 +14,11 @@ abstracts (objects with `title` and `text`), the paragraphs function and a path.
   style, as many hand-made Word files are);
 * `docx-pandoc`, `odt-pandoc`, `epub-pandoc`, `html-pandoc`: pandoc from the Markdown report;
 * `odt-lo`: LibreOffice's conversion of the python-docx report;
-* `epub-ebooklib`: ebooklib, a chapter per five abstracts, with its navigation document.
+* `epub-ebooklib`: ebooklib, a chapter per five abstracts, with its navigation document;
+* `md-notes`: the Markdown report of `pdf-notes` (a footnote and a table in each abstract),
+  the reference for the same report made by pandoc as `docx-notes`, `odt-notes`,
+  `epub-notes` and `html-notes` (footnotes in Word's and ODF's notes, in EPUB's and HTML's
+  note sections at the end of a chapter or page, tables as tables).
 
 The Debian tools (pandoc, libreoffice) and the Python writers (reportlab, ebooklib) are not
 dependencies of hydra-rag: `make bench-documents` installs them.
@@ -33,20 +37,26 @@ from typing import Any
 Paras = Callable[[str], list[str]]
 
 WRITERS = ("pdf-reportlab", "pdf-fpdf", "pdf-lo", "pdf-notes", "docx-font", "docx-pandoc",
-           "odt-pandoc", "odt-lo", "epub-pandoc", "epub-ebooklib", "html-pandoc")
+           "odt-pandoc", "odt-lo", "epub-pandoc", "epub-ebooklib", "html-pandoc", "md-notes",
+           "docx-notes", "odt-notes", "epub-notes", "html-notes")
 SUFFIX = {w: "." + w.split("-")[0] for w in WRITERS}
+NOTES = ("md-notes", "docx-notes", "odt-notes", "epub-notes", "html-notes")
 DEJAVU = Path("/usr/share/fonts/truetype/dejavu")  # Debian's fonts-dejavu-core
 
 
-def missing() -> list[str]:
-    """What this machine lacks to run every writer (with how to get it)."""
+def missing(names: Sequence[str] = WRITERS) -> list[str]:
+    """What this machine lacks to run the writers `names` (with how to get it)."""
     out = []
+    needs = {"pandoc": any("pandoc" in n or n in NOTES or n == "pdf-notes" for n in names),
+             "soffice": any(n.endswith("-lo") or n == "pdf-notes" for n in names)}
     for tool, pkg in (("pandoc", "pandoc"), ("soffice", "libreoffice-writer-nogui")):
-        if shutil.which(tool) is None:
+        if needs[tool] and shutil.which(tool) is None:
             out.append(f"{tool} (apt-get install {pkg})")
-    if not (DEJAVU / "DejaVuSerif.ttf").exists():
+    if "pdf-fpdf" in names and not (DEJAVU / "DejaVuSerif.ttf").exists():
         out.append("the DejaVu fonts (apt-get install fonts-dejavu-core)")
-    for mod in ("reportlab", "ebooklib"):
+    for mod, name in (("reportlab", "pdf-reportlab"), ("ebooklib", "epub-ebooklib")):
+        if name not in names:
+            continue
         try:
             __import__(mod)
         except ImportError:
@@ -208,12 +218,18 @@ def write_all(name: str, items: list[tuple[int, Sequence[Any], Path]], paras: Pa
         return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        if name.endswith("-pandoc"):
+        if name.endswith("-pandoc") or name in NOTES:
             fmt = name.split("-")[0]
             for n, report, path in items:
                 src = work / f"{path.stem}.md"
-                md(n, report, src)
-                pandoc(src, path, fmt)
+                if name in NOTES:
+                    notes_md(n, report, paras, src)
+                else:
+                    md(n, report, src)
+                if fmt == "md":
+                    shutil.copy(src, path)
+                else:
+                    pandoc(src, path, fmt)
             return
         # LibreOffice converts the python-docx reports (pdf-notes: pandoc's from Markdown)
         sources = []
