@@ -172,14 +172,20 @@ _FOOTNOTES = """<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
 </w:footnotes>"""
 
 
+_MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+_WPS = "http://schemas.microsoft.com/office/word/2010/wordprocessingShape"
+_VML = "urn:schemas-microsoft-com:vml"
+
+
 def notes_docx(path: Path) -> Path:
     """A Word document with a footnote (its part written as Word writes it: python-docx has
-    no API for notes) and two list items, one bulleted and one numbered, by style."""
+    no API for notes), two list items, one bulleted and one numbered, by style, and a text
+    box."""
     import docx
     from docx.opc.packuri import PackURI
     from docx.opc.part import Part
-    from docx.oxml import OxmlElement
-    from docx.oxml.ns import qn
+    from docx.oxml import OxmlElement, parse_xml
+    from docx.oxml.ns import nsdecls, qn
 
     doc = docx.Document()
     doc.add_heading("Marsh notes", level=1)
@@ -191,6 +197,17 @@ def notes_docx(path: Path) -> Path:
     doc.add_paragraph("Grey heron: tall and patient", style="List Bullet")
     doc.add_paragraph("Little egret", style="List Number")
     doc.add_paragraph("Reedbeds are quiet in winter.")
+    # a text box, as Word writes it: DrawingML, and the same text again in VML for old readers
+    box = ("<w:txbxContent><w:p><w:r><w:t>Sidebar on tides</w:t></w:r></w:p><w:p><w:r><w:t>"
+           "Spring tides run highest</w:t></w:r></w:p></w:txbxContent>")
+    p = doc.add_paragraph("The survey began in spring.")
+    p._p.append(parse_xml(
+        f'<w:r {nsdecls("w")} xmlns:mc="{_MC}" xmlns:wps="{_WPS}" xmlns:v="{_VML}">'
+        '<mc:AlternateContent><mc:Choice Requires="wps">'
+        f"<w:drawing><wps:txbx>{box}</wps:txbx></w:drawing></mc:Choice><mc:Fallback><w:pict>"
+        f"<v:shape><v:textbox>{box}</v:textbox></v:shape></w:pict></mc:Fallback>"
+        "</mc:AlternateContent></w:r>"))
+    p.add_run(" It ended in June.")
     part = Part(PackURI("/word/footnotes.xml"), "application/vnd.openxmlformats-officedocument."
                 "wordprocessingml.footnotes+xml", _FOOTNOTES.encode(), doc.part.package)
     doc.part.relate_to(part, "http://schemas.openxmlformats.org/officeDocument/2006/"

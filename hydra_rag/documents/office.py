@@ -19,6 +19,7 @@ from hydra_rag.documents.heads import MAX_PARAGRAPH_HEADING, levels
 from hydra_rag.documents.text import Builder, open_zip, read_member, xml_parser
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 _HEADING_NAME = re.compile(r"^(?:heading|titre|überschrift|título|titolo|kop)\s*(\d)$", re.I)
 
 # -- DOCX -----------------------------------------------------------------------------------
@@ -74,16 +75,30 @@ class _Docx:
         self.notes = _notes(doc)  # (kind, id) → a footnote's or endnote's text
         self.marked: list[tuple[int, str]] = []  # notes marked in the text and not yet written
         self.written = 0  # notes written so far (their numbers go on from there)
+        self.boxes: list[Any] = []  # text boxes met in a paragraph, written after it
 
     def _page_break(self, el: Any) -> bool:
         if self.rendered:
             return bool(el.tag == _w("lastRenderedPageBreak"))
         return bool(el.tag == _w("br") and el.get(_w("type")) == "page")
 
+    def _inline(self, el: Any) -> Any:
+        """The paragraph's elements in order, less what is not its own text: a text box's
+        content is kept for after the paragraph (`boxes`), and the copy Word writes of it for
+        older readers (mc:Fallback) is left out."""
+        for child in el.iterchildren():
+            if child.tag == _MC_FALLBACK:
+                continue
+            if child.tag == _w("txbxContent"):
+                self.boxes.append(child)
+                continue
+            yield child
+            yield from self._inline(child)
+
     def segments(self, p: Any) -> list[str]:
         """A paragraph's text, one piece per page it is on."""
         parts: list[list[str]] = [[]]
-        for el in p.iter():
+        for el in self._inline(p):
             tag = el.tag
             if tag == _w("t"):
                 parts[-1].append(el.text or "")
@@ -126,6 +141,9 @@ class _Docx:
                 self.b.block(mark + text if text.strip() else text)
                 mark = ""
         self.write_notes()
+        boxes, self.boxes = self.boxes, []
+        for box in boxes:  # a text box's paragraphs and tables, after the one it stands in
+            self.walk(box)
 
     def table(self, tbl: Any) -> None:
         rows: list[str] = []
@@ -133,7 +151,7 @@ class _Docx:
             cells: list[str] = []
             breaks = 0
             for tc in tr.iterchildren(_w("tc")):
-                pieces = [self.segments(p) for p in tc.iter(_w("p"))]
+                pieces = [self.segments(p) for p in _paragraphs(tc, boxes=False)]
                 breaks = max(breaks, sum(len(x) - 1 for x in pieces))
                 text = " ".join(" ".join(" ".join(x).split()) for x in pieces).strip()
                 if not cells or cells[-1] != text:  # a merged cell repeats
@@ -147,6 +165,9 @@ class _Docx:
                 rows.append(" | ".join(cells))
         self.b.block("\n".join(rows))
         self.write_notes()
+        boxes, self.boxes = self.boxes, []
+        for box in boxes:
+            self.walk(box)
 
     def walk(self, parent: Any) -> None:
         for el in parent.iterchildren():
@@ -161,6 +182,21 @@ class _Docx:
                     self.walk(content)
             elif tag in (_w("customXml"), _w("smartTag")):
                 self.walk(el)
+
+
+def _paragraphs(el: Any, boxes: bool = True) -> list[Any]:
+    """The w:p elements under `el` in order, without the copies under mc:Fallback, and
+    without those of text boxes unless `boxes`."""
+    out = []
+    for p in el.iter(_w("p")):
+        up = p.getparent()
+        while up is not None and up is not el:
+            if up.tag == _MC_FALLBACK or (not boxes and up.tag == _w("txbxContent")):
+                break
+            up = up.getparent()
+        else:
+            out.append(p)
+    return out
 
 
 def _listed(p: Any) -> bool:
@@ -251,7 +287,7 @@ def docx(path: Path, b: Builder) -> None:
     b.anchor()
     walker = _Docx(doc, b)
     body = doc.element.body
-    paragraphs = list(body.iter(_w("p")))
+    paragraphs = _paragraphs(body)
     if not any(_outline_level(Paragraph(p, doc._body)) for p in paragraphs):
         default = _default_size(doc)
         found = levels([_type(p, default) for p in paragraphs], MAX_PARAGRAPH_HEADING)

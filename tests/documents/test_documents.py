@@ -159,12 +159,17 @@ def test_html_notes_follow_their_mark(tmp_path: Path) -> None:
 
 def test_docx_footnotes_and_lists(tmp_path: Path) -> None:
     """python-docx reads no footnotes: their text was lost. A note now follows the paragraph
-    that marks it, numbered as Word shows it; a list item keeps a mark."""
+    that marks it, numbered as Word shows it; a list item keeps a mark; a text box was read
+    twice and glued to its paragraph's words."""
     ex = extract_file(docmaker.notes_docx(tmp_path / "marsh.docx"), "docx")
     assert ("before it strikes.[1] Its neck folds when it flies.\n\n"
             "[1] Herons swallow fish head first.\n") in ex.text
     assert "- Grey heron: tall and patient" in ex.text and "- Little egret" in ex.text
     assert "\nReedbeds are quiet in winter." in ex.text  # no mark on plain text
+    # a text box once (not its copy for old readers), after the paragraph it stands in
+    assert ("The survey began in spring. It ended in June.\n\nSidebar on tides\n\n"
+            "Spring tides run highest\n") in ex.text
+    assert ex.text.count("Sidebar on tides") == 1
 
 
 def test_odt_headings_by_outline_level(tmp_path: Path) -> None:
