@@ -29,6 +29,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import textwrap
 from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
@@ -161,7 +162,9 @@ def notes_md(n: int, report: Sequence[Any], paras: Paras, path: Path) -> None:
     for k, a in enumerate(report, 1):
         lines += [f"## {a.title}", ""]
         for j, p in enumerate(paras(a.text)):
-            lines += [p + (f"[^{k}]" if j == 0 else ""), ""]
+            # wrapped as the `md` reference is (pandoc joins the lines again)
+            lines += [*textwrap.wrap(p + (f"[^{k}]" if j == 0 else ""), 100,
+                                     break_long_words=False, break_on_hyphens=False), ""]
             if j == 0:
                 lines += ["| Group | Participants | Follow-up (months) |", "|---|---:|---:|",
                           f"| Treated | {40 + 7 * k} | {6 + k % 5} |",

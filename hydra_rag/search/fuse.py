@@ -73,6 +73,15 @@ def literal_phrase(query: str) -> str:
     return phrase if len(phrase) >= LITERAL_MIN else ""
 
 
+def literal_whole(query: str) -> str:
+    """The query as typed, when its literal phrase is only the quoted part of it (`raise
+    ValueError("Cannot use None")`): a chunk that holds the whole line is a closer match than
+    one that holds the message ("" when the phrase is the query)."""
+    whole = query.strip()
+    phrase = literal_phrase(query)
+    return whole if phrase and phrase != whole and len(whole) - len(phrase) > 2 else ""
+
+
 def literal_terms(query: str) -> list[str]:
     """The names in a query (backticked spans, snake_case, camelCase, dotted and `::` paths,
     `--flags`, Header-Names, hex numbers) to look for verbatim on their own; not the

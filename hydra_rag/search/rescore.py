@@ -76,15 +76,19 @@ def rescore(q: signals.Question, fused: Fused, place: Place, settings: Any,
     code_folder = any(kind == "code" for _, _, kind in places.values())
     central, mapped = graphs.of(stores, q.terms if on_map else ()) if on_central or on_map \
         else ({}, {})
+    # the verbatim lists that hold a chunk of the implementation
+    in_code = {n for key, _, ranks in fused for n in ranks
+               if _verbatim(n, q) and signals.role(places[key][1], places[key][2]) == "code"}
     out, moved = [], {}
     for key, score, ranks in fused:
         store, path, kind = places[key]
         why: dict[str, float] = {}
         # A chunk that holds what was typed verbatim (the literal or a rare name's list) is
         # what was asked for, wherever it lives: a string copied from a test is looked for in
-        # the test. Not a question's verbatim copy, which only repeats it.
-        verbatim = any(n.startswith("term:") or n == "literal" and q.kind != "question"
-                       for n in ranks)
+        # the test. Unless the implementation holds it too (a message raised there and
+        # checked by a test): then the implementation first. Not a question's verbatim copy,
+        # which only repeats it.
+        verbatim = any(_verbatim(n, q) and n not in in_code for n in ranks)
         if on_aside and not verbatim:
             f = signals.aside(q, path, kind, code_folder)
             if f != 1.0:
@@ -108,6 +112,11 @@ def rescore(q: signals.Question, fused: Fused, place: Place, settings: Any,
             moved[key] = why
     out.sort(key=lambda t: (-t[1], t[0]))
     return out, moved
+
+
+def _verbatim(name: str, q: signals.Question) -> bool:
+    """Is `name` a list of the chunks that hold what was typed verbatim?"""
+    return name.startswith("term:") or name.startswith("literal") and q.kind != "question"
 
 
 def with_names(query: str, hits: list[Hit], stores: Sequence[Store]) -> list[Hit]:

@@ -13,7 +13,10 @@ A third list, "literal", holds the chunks that contain the query as typed (or th
 its quotes), case aside, as grep would find them; strings that tokenizers break (`a.b.c`,
 `--flag`, `X-Forwarded-For`, a copied error message) are found there even when BM25's terms and
 the vectors miss them. In score fusion it weighs LITERAL_WEIGHT, so a chunk holding the exact
-string comes before every chunk that does not (setting `literal`, on by default). A rare name
+string comes before every chunk that does not (setting `literal`, on by default). When the
+phrase is quoted inside a longer line (`raise ValueError("…")`), a list of the chunks holding
+the whole line ("literal:whole") weighs as much again: the raise before the test that checks
+the message. A rare name
 inside a longer query ("what calls get_current_context": a snake_case, camelCase, dotted or
 backticked name in at most TERM_MAX chunks) gets a list of its own of the chunks holding it,
 weighing TERM_WEIGHT, so a weak vector top does not outrank the few chunks that name it.
@@ -57,6 +60,7 @@ from hydra_rag.search.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part
     dense_weight,
     literal_phrase,
     literal_terms,
+    literal_whole,
     looks_like_code,
     rrf,
     score_fusion,
@@ -435,8 +439,10 @@ class Searcher(TableQueries):
         hybrid = "vector" in methods and "bm25" in methods
         needles: list[tuple[str, str, int]] = []
         if hybrid and fusion == "score" and self.settings.literal:
-            phrase = literal_phrase(query)
+            phrase, whole = literal_phrase(query), literal_whole(query)
             needles = [("literal", phrase, LITERAL_LIMIT)] if phrase else []
+            # The line as typed around a quoted message: the chunk holding all of it first
+            needles += [("literal:whole", whole, LITERAL_LIMIT)] if whole else []
             # One more than TERM_MAX, to tell a rare name from a common one.
             # A follow-up's names may stand in the question before it ("and its default?").
             needles += [(f"term:{t}", t, TERM_MAX + 1) for t in literal_terms(queries[-1])]
@@ -459,7 +465,7 @@ class Searcher(TableQueries):
                        if self.settings.rank_kind else LITERAL_WEIGHT)
 
             def weight(name: str, key: str) -> float:
-                if name == "literal":
+                if name in ("literal", "literal:whole"):
                     return literal
                 if name.startswith("term:"):
                     return TERM_WEIGHT

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli, write_tree
-from hydra_rag.search.retrieve import TERM_MAX, literal_phrase, literal_terms
+from hydra_rag.search.retrieve import TERM_MAX, literal_phrase, literal_terms, literal_whole
 
 
 @pytest.mark.parametrize(("query", "phrase"), [
@@ -22,6 +22,13 @@ from hydra_rag.search.retrieve import TERM_MAX, literal_phrase, literal_terms
 ])
 def test_literal_phrase(query: str, phrase: str) -> None:
     assert literal_phrase(query) == phrase
+
+
+def test_literal_whole() -> None:
+    assert literal_whole('raise ValueError("Cannot use None as a query value")') == \
+        'raise ValueError("Cannot use None as a query value")'
+    assert literal_whole('"no secret key was set"') == ""  # the quotes are all of it
+    assert literal_whole("X-Forwarded-For") == ""  # no quoted phrase: the literal is the query
 
 
 @pytest.fixture
@@ -40,8 +47,16 @@ def strings(home: Path, tmp_path: Path) -> Path:
         "    return request.headers.get('X-Unique-Header-zqxjkv')\n\n\n"
         "def secret(app):\n"
         "    if not app.secret_key:\n"
-        "        raise RuntimeError('The session is unavailable because no secret key was set.')\n"
+        '        raise RuntimeError("The session is unavailable because no secret key was set.")\n'
     )
+    # a test that checks the message, in more of the query's words than the raise has
+    files["tests/test_session.py"] = (
+        "def test_session_unavailable_raises_runtime_error(app):\n"
+        "    # raise RuntimeError when the session is unavailable: no secret key was set\n"
+        "    with pytest.raises(RuntimeError) as raised:\n"
+        "        secret(app)\n"
+        '    assert str(raised.value) == "The session is unavailable because no secret key was '
+        'set."\n')
     files["data.json"] = json.dumps({f"X-Header-{i}": f"value-{i}" for i in range(800)})
     root = write_tree(tmp_path / "strings", files)
     proc = run_cli("index", str(root))
@@ -84,6 +99,18 @@ def test_quoted_phrase_and_copied_message(strings: Path) -> None:
         proc = run_cli("search", q, "--path", str(strings), "--json", "-k", "3")
         assert proc.returncode == 0, proc.stderr
         assert _paths(proc.stdout)[0] == "src/helpers.py", q
+
+
+def test_the_whole_line_before_its_quoted_message(strings: Path) -> None:
+    """A line copied with its quoted message: the chunk holding the whole line (the raise)
+    comes before one holding only the message (the test that checks it)."""
+    q = 'raise RuntimeError("The session is unavailable because no secret key was set.")'
+    proc = run_cli("search", q, "--path", str(strings), "--json", "-k", "3")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)["results"]
+    assert [r["path"] for r in got[:2]] == ["src/helpers.py", "tests/test_session.py"]
+    assert "literal:whole" in got[0]["ranks"] and "literal:whole" not in got[1]["ranks"]
+    assert "literal" in got[1]["ranks"]
 
 
 def test_modes_and_setting_leave_it_out(strings: Path) -> None:
