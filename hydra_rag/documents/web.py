@@ -120,14 +120,12 @@ def _link_list(el: Any) -> bool:
 def _notes(root: Any) -> dict[str, Any]:
     """The notes a page or chapter marks in its text: id → the element a note's mark links to
     (`<a epub:type="noteref" href="#fn1">`), where it is on the same page."""
-    out = {}
-    for a in root.iter("a"):
-        href = a.get("href") or ""
-        if href.startswith("#") and len(href) > 1 and _link_kind(a) == "ref":
-            found = root.xpath("//*[@id=$id]", id=unquote(href[1:]))
-            if found:
-                out[href[1:]] = found[0]
-    return out
+    refs = [href[1:] for a in root.iter("a") if (href := a.get("href") or "").startswith("#")
+             and len(href) > 1 and _link_kind(a) == "ref"]
+    if not refs:
+        return {}
+    ids = {el.get("id"): el for el in root.getroottree().iter() if el.get("id")}
+    return {ref: ids[unquote(ref)] for ref in refs if unquote(ref) in ids}
 
 
 # A book's headings set as styled paragraphs (`<p class="chapter-title">`, `<div
@@ -175,12 +173,12 @@ class _Blocks:
                  root: Any = None) -> None:
         self.b = b
         self.buf: list[str] = []
-        self.link_lists = link_lists
+        self.link_lists = link_lists  # drop blocks that are mostly links
         self.book = book
         self.marker = ""  # a list item's "- ", put before the item's first text
         self.notes = _notes(root) if root is not None else {}
         self.marked: list[tuple[str, Any]] = []  # (mark, note) to write after this paragraph
-        self.written: set[int] = set()  # the notes written where they were marked
+        self.written: set[Any] = set()  # the notes written where they were marked
 
     def flush(self) -> None:
         text = "".join(self.buf)
@@ -196,7 +194,7 @@ class _Blocks:
                 words = _note_text(note)
                 if words:
                     self.b.block(f"[{mark}] {words}")
-                    self.written.add(id(note))
+                    self.written.add(note)
 
     def text(self, piece: str | None) -> None:
         if piece:
@@ -204,7 +202,7 @@ class _Blocks:
 
     def walk(self, el: Any, pre: bool = False) -> None:
         tag = _tag(el)
-        if id(el) in self.written:
+        if el in self.written:
             return
         if tag and tag != "body" and (_boilerplate(el, self.book)
                                       or (self.link_lists and _link_list(el))):
@@ -226,7 +224,7 @@ class _Blocks:
                 mark = _SPACE.sub("", el.text_content())
                 self.buf.append(f"[{mark}]")
                 note = self.notes.get((el.get("href") or "")[1:])
-                if note is not None and id(note) not in self.written:
+                if note is not None and note not in self.written:
                     self.marked.append((mark, note))
                 return
         block = tag in _BLOCKS or tag in ("td", "th")
