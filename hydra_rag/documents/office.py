@@ -74,7 +74,7 @@ class _Docx:
         self.rendered = bool(doc.element.body.xpath(".//w:lastRenderedPageBreak"))
         self.notes = _notes(doc)  # (kind, id) → a footnote's or endnote's text
         self.marked: list[tuple[int, str]] = []  # notes marked in the text and not yet written
-        self.written = 0  # notes written so far (their numbers go on from there)
+        self.numbered = 0  # notes numbered so far, as Word numbers them: in the order marked
         self.boxes: list[Any] = []  # text boxes met in a paragraph, written after it
 
     def _page_break(self, el: Any) -> bool:
@@ -110,18 +110,22 @@ class _Docx:
                 parts[-1].append("\n")
             elif tag in (_w("footnoteReference"), _w("endnoteReference")):
                 note = self.notes.get((tag, el.get(_w("id"))))
-                if note:  # numbered as Word shows them, in the order they are marked
-                    self.marked.append((len(self.marked) + 1 + self.written, note))
-                    parts[-1].append(f"[{self.marked[-1][0]}]")
+                if note:
+                    self.numbered += 1
+                    self.marked.append((self.numbered, note))
+                    parts[-1].append(f"[{self.numbered}]")
         return ["".join(part) for part in parts]
 
-    def write_notes(self) -> None:
-        """The notes marked since the last call, each a paragraph after the text that marks
-        it ("[1] Received 3 March…"): a note's words stay beside the words they annotate."""
+    def after(self) -> None:
+        """What a paragraph or table held that is written after it: the notes it marked, each
+        a paragraph ("[1] Received 3 March…", a note's words beside the words they annotate),
+        then its text boxes' paragraphs and tables."""
         for n, text in self.marked:
             self.b.block(f"[{n}] {text}")
-        self.written += len(self.marked)
         self.marked = []
+        boxes, self.boxes = self.boxes, []
+        for box in boxes:
+            self.walk(box)
 
     def paragraph(self, p: Any) -> None:
         from docx.text.paragraph import Paragraph
@@ -140,10 +144,7 @@ class _Docx:
             else:
                 self.b.block(mark + text if text.strip() else text)
                 mark = ""
-        self.write_notes()
-        boxes, self.boxes = self.boxes, []
-        for box in boxes:  # a text box's paragraphs and tables, after the one it stands in
-            self.walk(box)
+        self.after()
 
     def table(self, tbl: Any) -> None:
         rows: list[str] = []
@@ -164,10 +165,7 @@ class _Docx:
             if any(cells):
                 rows.append(" | ".join(cells))
         self.b.block("\n".join(rows))
-        self.write_notes()
-        boxes, self.boxes = self.boxes, []
-        for box in boxes:
-            self.walk(box)
+        self.after()
 
     def walk(self, parent: Any) -> None:
         for el in parent.iterchildren():
@@ -326,12 +324,14 @@ def _odf_segments(el: Any, pages: bool, notes: list[tuple[str, str]] | None = No
             parts[-1].append("\n")
         elif tag == _t("note"):
             body = child.find(_t("note-body"))
-            text = " ".join(" ".join(_odf_text(p).split()) for p in body.iter(_t("p"))) \
-                if body is not None and notes is not None else ""
-            if text.strip() and notes is not None:
-                mark = (child.findtext(_t("note-citation")) or "").strip() or str(len(notes) + 1)
-                notes.append((mark, text.strip()))
-                parts[-1].append(f"[{mark}]")
+            if notes is not None and body is not None:
+                text = " ".join(" ".join(_odf_text(p).split())
+                                for p in body.iter(_t("p"))).strip()
+                if text:
+                    mark = (child.findtext(_t("note-citation")) or "").strip() \
+                        or str(len(notes) + 1)
+                    notes.append((mark, text))
+                    parts[-1].append(f"[{mark}]")
         else:
             inner = _odf_segments(child, pages, notes)
             parts[-1].append(inner[0])

@@ -68,15 +68,15 @@ def alive(pid: int, ours: bool = True) -> bool:
         return True  # no /proc: trust the signal
 
 
-def left(meta: dict[str, Any], running: bool = True) -> dict[str, Any]:
+def left(meta: dict[str, Any]) -> dict[str, Any]:
     """Phase two as meta.yaml records it: chunks still without a vector, the rate the run
-    measured, and the time left at that rate (None while nothing embeds them)."""
+    measured, and the time left at that rate while a run embeds them."""
     from hydra_rag.store.vectors import recorded
 
     pending = sum(recorded(meta).values())
     rate = float(meta.get("vectors_rate") or 0) or None
     return {"pending": pending, "rate": rate,
-            "left_s": round(pending / rate) if rate and pending and running else None}
+            "left_s": round(pending / rate) if rate and pending else None}
 
 
 def running() -> list[dict[str, Any]]:

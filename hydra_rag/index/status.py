@@ -34,7 +34,6 @@ from hydra_rag.read.source import (
 from hydra_rag.read.walk import OVERRIDABLE, WalkResult
 from hydra_rag.store.index_dir import TABLES, FileEntry, Store
 from hydra_rag.store.lexical import Analysis, detect_language
-from hydra_rag.store.vectors import recorded as recorded_pending
 
 CURRENT, STALE, NOT_INDEXED = "current", "stale", "not_indexed"
 
@@ -180,7 +179,8 @@ def _vectors(store: Store, meta: dict[str, Any]) -> dict[str, Any] | None:
     embedding them, at what rate, and the time left."""
     from hydra_rag.index.background import PID_FILE, alive, left
 
-    if not sum(recorded_pending(meta).values()):
+    phase = left(meta)
+    if not phase["pending"]:
         return None
     try:  # the holder of the folder's lock, or the child `index --background` started
         child = (store.dir / PID_FILE).read_text().strip()
@@ -188,7 +188,7 @@ def _vectors(store: Store, meta: dict[str, Any]) -> dict[str, Any] | None:
         child = ""
     running = any(pid.isdigit() and alive(int(pid), ours=False)
                   for pid in (lock_holder(store.lock_path), child))
-    return {"running": running, **left(meta, running)}
+    return {"running": running, **phase, "left_s": phase["left_s"] if running else None}
 
 
 def _read(store: Store) -> tuple[dict[str, Any], dict[str, FileEntry], str | None]:
