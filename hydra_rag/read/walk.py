@@ -349,6 +349,17 @@ class Walker:
         if not lines:
             return
         outer = self.root.relative_to(at).as_posix()
+        if outer != ".":
+            # The folder the user named is indexed even where a file above ignores it (a
+            # build output, a vendored tree, a benchmark's download folder), as ripgrep
+            # searches a folder it is given: a rule that ignores the root or a folder
+            # between it and `at` does not apply inside it. Other rules (`*.log`) still do.
+            parts = outer.split("/")
+            above = ["/".join(parts[:i]) + "/" for i in range(1, len(parts) + 1)]
+            lines = [ln for ln in lines if ln.lstrip().startswith("!") or not any(
+                pathspec.GitIgnoreSpec.from_lines([ln]).match_file(d) for d in above)]
+            if not lines:
+                return
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
         self.base_layers.append(_Layer("", spec, reason, "" if outer == "." else outer))
 

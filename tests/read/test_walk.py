@@ -204,3 +204,18 @@ def test_read_text_content_checks(tmp_path: Path) -> None:
 )
 def test_builtin_rules(tmp_path: Path, rel: str, is_dir: bool, reason: str) -> None:
     assert Walker(tmp_path)._rule([], rel, is_dir) == reason
+
+
+def test_a_folder_named_is_walked_though_a_file_above_ignores_it(tmp_path: Path) -> None:
+    # ripgrep's rule: the folder you name is searched. A rule above it that ignores the folder
+    # itself (or one between) does not empty it; the other rules of that file still hold.
+    repo = write_tree(tmp_path / "repo", {
+        ".git/HEAD": "ref: refs/heads/main\n",
+        ".gitignore": "out/\n*.log\n",
+        "out/site/page.md": "a page\n",
+        "out/site/build.log": "a log\n",
+        "src/a.py": "x = 1\n",
+    })
+    kept = {c.rel for c in Walker(repo / "out" / "site").walk().files}
+    assert kept == {"page.md"}
+    assert "out/site/page.md" not in {c.rel for c in Walker(repo).walk().files}
