@@ -50,6 +50,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "lead.6": {"context_lead": 0.6},
     "lead.7": {"context_lead": 0.7},
     "whole": {"context_tokens": 0},
+    "ctx800": {"context_tokens": 800},
+    "-follow": {"context_follow": False},
+    "ctx1000": {"context_tokens": 1000},
 }
 
 

@@ -87,6 +87,9 @@ class Settings:
     # Each narrowed passage keeps the line that opens the definition its lines stand in, and
     # the first line of that definition's docstring or comment.
     context_heads: bool = True
+    # A passage that names a constant, variable or macro defined in a few lines elsewhere is
+    # sent with that definition (hydra_rag.answer.follow), within context_tokens.
+    context_follow: bool = True
     # How a follow-up ("where is it defined?") is searched: "carry" puts the subject of the
     # question before it into the query; "off" searches it as typed (with the question before).
     follow_up: str = "carry"

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.answer import sessions
-from hydra_rag.answer.budget import fit
+from hydra_rag.answer import follow, sessions
+from hydra_rag.answer.budget import entry_cost, fit
 from hydra_rag.answer.citations import CitationReport, check_citations
 from hydra_rag.answer.echo import EchoFilter
 from hydra_rag.answer.followup import REWRITE_PARAMS, parse_rewrite, plan, rewrite_messages
@@ -170,8 +170,7 @@ class Chat:
                         names.get(h.store, ""), h.page_start, h.page_end, h.page_unit)
                  for i, h in enumerate(relevant, start=1)]
         named = [any(n in ("name", "definition") for n in h.ranks) for h in relevant]
-        sources = fit(whole, query, self.count, self.settings.context_tokens,
-                      self.settings.context_lead, self.settings.context_heads, named)
+        sources = self._fit(whole, query, named)
         info = {"query": query, "question": question, "carried": carried, "also": also,
                 **({"rewritten": rewritten} if rewritten is not None else {}),
                 "context_tokens": self.settings.context_tokens, "hits": [
@@ -180,6 +179,33 @@ class Chat:
                      "similarity": None if h.similarity is None else round(h.similarity, 4)}
                     for h in hits]}
         return sources, info, bool(relevant)
+
+    def _fit(self, whole: list[Source], query: str, named: list[bool]) -> list[Source]:
+        """The passages cut to the context budget (budget.fit), each followed by the short
+        definitions of the values it names (follow), which take their tokens from the same
+        budget: the passages are cut again to what those leave."""
+        budget, s = self.settings.context_tokens, self.settings
+
+        def cut(tokens: int) -> list[Source]:
+            return fit(whole, query, self.count, tokens, s.context_lead, s.context_heads, named)
+
+        sources = cut(budget)
+        if not s.context_follow or not sources or self.searcher is None:
+            return sources
+        lookup, lines = follow.reading([store for store, _ in self.searcher.stores])
+        extra = follow.follow(sources, query, lookup, lines)
+        if extra and budget > 0:
+            cost = sum(entry_cost(x, self.count) for _, x in extra)
+            sources = cut(max(budget - cost, 1))
+            # The same definitions, for the passages still sent (and within what was set aside)
+            extra, spent, kept = follow.follow(sources, query, lookup, lines), 0, []
+            for i, x in extra:
+                spent += entry_cost(x, self.count)
+                if spent > cost:
+                    break
+                kept.append((i, x))
+            extra = kept
+        return follow.interleave(sources, extra)
 
     def rewrite(self, question: str, earlier: list[str]) -> str | None:
         """The chat model's rewrite of a follow-up into a question that stands alone, or None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,6 +221,11 @@ class FileList:
         """Where a name is defined (hydra_rag.store.symbols: lookup)."""
         with self._reading() as con:
             return [] if con is None else symtab.lookup(con, name, definitions=True)
+
+    def defined_among(self, names: Sequence[str], kinds: Sequence[str]) -> list[symtab.Entry]:
+        """The definitions of these kinds of any of these names (symbols.defined_among)."""
+        with self._reading() as con:
+            return [] if con is None else symtab.defined_among(con, names, kinds)
 
     def symbol_links(self) -> list[tuple[str, str, bool]]:
         """Every (file, name, is a definition) of the symbol table."""

@@ -9,7 +9,7 @@ without case) and by file.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +107,24 @@ def lookup(con: sqlite3.Connection, name: str, definitions: bool, limit: int = 1
                        (name, int(definitions), limit)).fetchall()
     entries = [_entry(r) for r in rows]
     return sorted(entries, key=lambda e: e.name != name)
+
+
+def defined_among(con: sqlite3.Connection, names: Sequence[str], kinds: Sequence[str]
+                  ) -> list[Entry]:
+    """The definitions of any of these names (in their own case) of these kinds, in one
+    query per 500 names."""
+    if not names or not has_table(con):
+        return []
+    out: list[Entry] = []
+    marks = ",".join("?" * len(kinds))
+    for i in range(0, len(names), 500):
+        part = list(names[i : i + 500])
+        rows = con.execute(
+            f"SELECT {_COLUMNS} FROM symbols WHERE name COLLATE NOCASE IN ({','.join('?' * len(part))}) "
+            f"AND def = 1 AND kind IN ({marks}) ORDER BY rel, name_line",
+            (*part, *kinds)).fetchall()
+        out += [_entry(r) for r in rows if r[1] in part]  # the index is NOCASE: own case here
+    return out
 
 
 def in_file(con: sqlite3.Connection, rel: str) -> list[Entry]:

@@ -412,3 +412,39 @@ def test_code_folders_refuse_what_they_do_not_hold_and_names_bring_definitions(
     assert proc.returncode == 0, proc.stderr
     out2 = proc.stdout.split("> Where is it defined?", 1)[1]
     assert re.search(r"sources:\n(  \[\d\] .*\n)*  \[\d\] src/segment\.py:\d+", out2), out2
+
+
+def test_a_passage_brings_the_value_it_names(home: Path, tmp_path: Path) -> None:
+    """A passage that names a constant defined elsewhere is sent with the constant's line
+    (hydra_rag.answer.follow), right after it; `context_follow: false` sends the passage
+    alone."""
+    colours = [f"COLOR_{i} = '#{i:06x}'  # a colour of theme {i}\n" for i in range(40)]
+    root = write_tree(tmp_path / "proj", {
+        "src/settings.py": "".join(colours[:25] + ["UPLOAD_ATTEMPTS = 7\n"] + colours[25:]),
+        "src/upload.py": (
+            "from src.settings import UPLOAD_ATTEMPTS\n\n\n"
+            "def upload(path, send):\n"
+            '    """Upload a file; a failed upload is retried a few times before it gives up."""\n'
+            "    for attempt in range(UPLOAD_ATTEMPTS):\n"
+            "        if send(path):\n"
+            "            return attempt\n"
+            "    raise OSError('upload failed')\n")})
+    assert run_cli("index", str(root)).returncode == 0
+    line = next(i for i, x in enumerate((root / "src/settings.py").read_text().splitlines(), 1)
+                if x.startswith("UPLOAD_ATTEMPTS"))
+    question = "How many times is a failed upload retried before it gives up?"
+
+    def ask(follow: str) -> dict:  # type: ignore[type-arg]
+        proc = run_cli("ask", "smollm2-135m", question, "--rag", str(root), "--json",
+                       "--show-context", *FAST, env={"HYDRA_RAG_CONTEXT_FOLLOW": follow})
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    on, off = ask("true"), ask("false")
+    where = [(s["path"], s["line_start"], s["line_end"]) for s in on["sources"]]
+    assert where[0][0] == "src/upload.py", where
+    assert where[1] == ("src/settings.py", line, line), where
+    assert f"[2] src/settings.py:{line}-{line}\n| UPLOAD_ATTEMPTS = 7" in on["prompt"][-1]["content"], \
+        on["prompt"][-1]["content"]
+    assert not any(s["path"] == "src/settings.py" and s["line_start"] <= line <= s["line_end"]
+                   for s in off["sources"]), off["sources"]

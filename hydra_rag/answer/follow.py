@@ -1,0 +1,123 @@
+"""The values a passage leans on: the short definitions of the constants it names, sent with it.
+
+The line that answers "what is the longest URL httpx accepts?" is `MAX_URL_LENGTH = 65536`, at
+the top of a file whose chunk there is about something else; the search finds the check that
+uses it (`if len(url) > MAX_URL_LENGTH:`). A passage sent to the model that names a constant,
+a variable or a macro the symbol table knows (defined in at most NAMED_MAX places, in at most
+MAX_LINES lines, outside tests and examples) brings that definition's lines along, as an entry
+of its own right after it, as an editor's "go to definition" would show them. The names of the
+lines that match the question best are followed first, FOLLOW_MAX definitions a turn at most.
+
+`follow` is pure apart from the two functions it is given (`reading`: where names are
+defined, and a file's lines as indexed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from hydra_rag.answer.prompt import Source
+from hydra_rag.search.definitions import NAMED_MAX, aside
+from hydra_rag.search.evidence import line_scores
+from hydra_rag.store.index_dir import Store
+from hydra_rag.store.symbols import Entry
+
+VALUE_KINDS = ("constant", "variable", "macro")
+MAX_LINES = 3  # of a definition followed: a value, not a body
+FOLLOW_MAX = 3  # definitions followed per turn
+_IDENT = re.compile(r"[A-Za-z_$][\w$]*")
+
+# store, names → their definitions of VALUE_KINDS; store, path, first, last line → the text
+Lookup = Callable[[str, Sequence[str]], list[Entry]]
+Lines = Callable[[str, str, int, int], str | None]
+
+
+def used_names(text: str, query: str) -> list[str]:
+    """The identifiers of a passage, those on the lines that match `query` best first, each
+    once."""
+    lines = text.splitlines()
+    scores, _ = line_scores(text, query)
+    order = sorted(range(len(lines)), key=lambda i: (-scores[i], i))
+    return list(dict.fromkeys(m.group() for i in order for m in _IDENT.finditer(lines[i])
+                              if len(m.group()) > 1))
+
+
+def _inside(e: Entry, sources: Sequence[Source], store: str) -> bool:
+    return any(s.store == store and s.path == e.path and s.line_start <= e.name_line
+               and e.line_end <= s.line_end for s in sources)
+
+
+def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
+           most: int = FOLLOW_MAX) -> list[tuple[int, Source]]:
+    """The definitions the passages lean on, each as (the index of the passage it follows,
+    its entry): not one a passage already shows, nor one of a name defined in more than
+    NAMED_MAX places."""
+    out: list[tuple[int, Source]] = []
+    taken: set[tuple[str, str, int]] = set()
+    for i, s in enumerate(sources):
+        if len(out) >= most:
+            break
+        names = used_names(s.text, query)
+        found = lookup(s.store, names)
+        places: dict[str, list[Entry]] = {}
+        for e in found:
+            places.setdefault(e.name, []).append(e)
+        for name in names:
+            defs = [e for e in places.get(name, []) if not aside(e.path)]
+            if not defs or len(places[name]) > NAMED_MAX:
+                continue
+            # The one in the passage's own file, else the only one.
+            mine = [e for e in defs if e.path == s.path] or (defs if len(defs) == 1 else [])
+            if not mine:
+                continue
+            e = mine[0]
+            first, last = e.name_line, min(e.line_end, e.name_line + MAX_LINES - 1)
+            key = (s.store, e.path, e.name_line)
+            if key in taken or _inside(e, sources, s.store) or last < first:
+                continue
+            text = lines(s.store, e.path, first, last)
+            if not text or not text.strip():
+                continue
+            taken.add(key)
+            out.append((i, replace(s, path=e.path, line_start=first, line_end=last, text=text,
+                                   section="", page_start=0, page_end=0, page_unit="")))
+            if len(out) >= most:
+                break
+    return out
+
+
+def interleave(sources: Sequence[Source], extra: Sequence[tuple[int, Source]]) -> list[Source]:
+    """The passages with each followed definition right after the passage that names it,
+    numbered from 1 again."""
+    after: dict[int, list[Source]] = {}
+    for i, s in extra:
+        after.setdefault(i, []).append(s)
+    out: list[Source] = []
+    for i, s in enumerate(sources):
+        for x in (s, *after.get(i, [])):
+            out.append(replace(x, n=len(out) + 1))
+    return out
+
+
+def reading(stores: Sequence[Store]) -> tuple[Lookup, Lines]:
+    """The two functions `follow` is given, over these folders' symbol tables and code
+    tables (the text as indexed, like every passage's)."""
+    by_root = {str(s.root): s for s in stores}
+
+    def lookup(store: str, names: Sequence[str]) -> list[Entry]:
+        s = by_root.get(store)
+        return [] if s is None else s.file_list.defined_among(names, VALUE_KINDS)
+
+    def lines(store: str, path: str, first: int, last: int) -> str | None:
+        s = by_root.get(store)
+        if s is None:
+            return None
+        for r in s.rows_for_paths("code", [path], ["line_start", "line_end", "text"]):
+            a, b = int(r["line_start"]), int(r["line_end"])
+            if a <= first and last <= b:
+                return "\n".join(str(r["text"]).splitlines()[first - a:last - a + 1])
+        return None
+
+    return lookup, lines

@@ -1,0 +1,71 @@
+"""The values a passage leans on (hydra_rag.answer.follow), pure: a dict stands in for the
+symbol table and the files' lines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hydra_rag.answer.follow import FOLLOW_MAX, follow, interleave, used_names
+from hydra_rag.answer.prompt import Source
+from hydra_rag.store.symbols import Entry
+
+FILES = {
+    "pkg/limits.py": ["MAX_URL = 65536", "TIMEOUT = 5.0", "RETRIES = 3", "AA = 1", "BB = 2",
+                      "CC = 3"],
+    "pkg/url.py": ["import x", "DEFAULT_PORT = 80"],
+    "tests/conftest.py": ["TIMEOUT = 0.1"],
+}
+
+
+def entry(path: str, name: str, line: int, end: int | None = None) -> Entry:
+    return Entry(path, name, "constant", "", line, end or line, line, True)
+
+
+DEFS = [entry("pkg/limits.py", "MAX_URL", 1), entry("pkg/limits.py", "TIMEOUT", 2),
+        entry("tests/conftest.py", "TIMEOUT", 1), entry("pkg/limits.py", "RETRIES", 3),
+        entry("pkg/url.py", "DEFAULT_PORT", 2)]
+DEFS += [entry(f"pkg/m{i}.py", "COMMON", 1) for i in range(5)]  # defined everywhere
+DEFS += [entry("pkg/limits.py", n, i) for i, n in ((4, "AA"), (5, "BB"), (6, "CC"))]
+
+
+def lookup(store: str, names: Sequence[str]) -> list[Entry]:
+    return [e for e in DEFS if e.name in names]
+
+
+def lines(store: str, path: str, first: int, last: int) -> str | None:
+    return "\n".join(FILES[path][first - 1:last])
+
+
+def src(n: int, path: str, start: int, text: str) -> Source:
+    return Source(n, "/corpus", path, start, start + len(text.splitlines()) - 1, text)
+
+
+def test_names_of_the_best_matching_lines_come_first() -> None:
+    text = "x = TIMEOUT\nif len(url) > MAX_URL:\n    raise TooLong(url)"
+    assert used_names(text, "the size of a url")[:3] == ["if", "len", "url"]
+    names = used_names(text, "the size of a url")
+    assert names.index("MAX_URL") < names.index("TIMEOUT")
+
+
+def test_a_passage_brings_the_definitions_of_the_values_it_names() -> None:
+    sent = [src(1, "pkg/url.py", 40, "def check(url):\n    if len(url) > MAX_URL:\n        fail()"),
+            src(2, "pkg/other.py", 1, "x = COMMON + TIMEOUT")]
+    extra = follow(sent, "longest url", lookup, lines)
+    got = [(i, s.path, s.line_start, s.text) for i, s in extra]
+    # COMMON is defined in too many places to tell; the test's TIMEOUT is not the code's.
+    assert got == [(0, "pkg/limits.py", 1, "MAX_URL = 65536"),
+                   (1, "pkg/limits.py", 2, "TIMEOUT = 5.0")]
+    out = interleave(sent, extra)
+    assert [(s.n, s.path) for s in out] == [(1, "pkg/url.py"), (2, "pkg/limits.py"),
+                                            (3, "pkg/other.py"), (4, "pkg/limits.py")]
+
+
+def test_what_is_shown_already_is_not_sent_twice_and_few_are_followed() -> None:
+    shown = src(2, "pkg/limits.py", 1, "MAX_URL = 65536")
+    sent = [src(1, "pkg/a.py", 1, "f(MAX_URL, MAX_URL)"), shown]
+    assert follow(sent, "url", lookup, lines) == []
+    many = [src(1, "pkg/a.py", 1, "g(RETRIES, AA, BB, CC, DEFAULT_PORT)")]
+    assert len(follow(many, "retries", lookup, lines)) == FOLLOW_MAX
+    # The definition in the passage's own file wins over one elsewhere.
+    own = [src(1, "pkg/url.py", 10, "connect(DEFAULT_PORT)")]
+    assert [s.line_start for _, s in follow(own, "port", lookup, lines)] == [2]
