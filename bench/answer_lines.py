@@ -52,6 +52,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "whole": {"context_tokens": 0},
     "ctx800": {"context_tokens": 800},
     "-follow": {"context_follow": False},
+    "-scope": {"context_scope": False},
     "ctx1000": {"context_tokens": 1000},
 }
 

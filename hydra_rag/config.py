@@ -90,6 +90,9 @@ class Settings:
     # A passage that names a constant, variable or macro defined in a few lines elsewhere is
     # sent with that definition (hydra_rag.answer.follow), within context_tokens.
     context_follow: bool = True
+    # A narrowed passage's best line is sent with the whole definition it stands in (the
+    # symbol table's span), when that fits the passage's share.
+    context_scope: bool = True
     # How a follow-up ("where is it defined?") is searched: "carry" puts the subject of the
     # question before it into the query; "off" searches it as typed (with the question before).
     follow_up: str = "carry"

@@ -34,11 +34,20 @@ def entry_cost(s: Source, count: Callable[[str], int]) -> int:
     return count(f"[{s.n}] {s.label}\n{neutralise(head + s.text)}") + 2
 
 
+def innermost(scopes: Sequence[tuple[int, int]], line: int) -> tuple[int, int] | None:
+    """The narrowest of the (first, last) line spans that holds `line`, if any."""
+    around = [s for s in scopes if s[0] <= line <= s[1]]
+    return min(around, key=lambda s: (s[1] - s[0], -s[0])) if around else None
+
+
 def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
-            heads: bool = False, weights: dict[str, float] | None = None) -> list[Source]:
+            heads: bool = False, weights: dict[str, float] | None = None,
+            scopes: Sequence[tuple[int, int]] = ()) -> list[Source]:
     """The chunk as entries of at most `cap` tokens in all, around the lines that best match
-    `query` (the whole chunk when it fits already), in file order. With `heads`, the best
-    window keeps the lines that say what it stands in (head_lines), as it fits."""
+    `query` (the whole chunk when it fits already), in file order. The best line's window is
+    the whole definition it stands in when one of `scopes` (the file's definitions, as line
+    spans) holds it and fits; else, with `heads`, it keeps the lines that say what it stands
+    in (head_lines), as they fit."""
     if entry_cost(source, count) <= cap:
         return [source]
     lines = source.text.splitlines()
@@ -61,6 +70,14 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
 
     def span_cost(lo: int, hi: int) -> int:
         return sum(cost[lo:hi + 1])
+
+    scope = innermost(scopes, source.line_start + best)
+    if scope is not None:  # the definition the best line stands in, whole, as it fits
+        lo = max(0, scope[0] - source.line_start)
+        hi = min(len(lines) - 1, scope[1] - source.line_start)
+        if lo < hi and header + span_cost(lo, hi) <= left:
+            spans.append([lo, hi])
+            left -= header + span_cost(lo, hi)
 
     todo = [(i, AROUND) for i in ranked]
     if heads:  # right after the best window, before any other
@@ -178,7 +195,8 @@ def head_lines(lines: Sequence[str], at: int) -> list[int]:
 
 def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
         budget: int, lead: float = 0.0, heads: bool = False,
-        named: Sequence[bool] = ()) -> list[Source]:
+        named: Sequence[bool] = (), scopes: Sequence[Sequence[tuple[int, int]]] = ()
+        ) -> list[Source]:
     """The chunks cut to share `budget` tokens, best first, as entries numbered from 1; a
     budget of 0 keeps whole chunks. The best chunk, and each chunk `named` marks (the
     definition of a name the question names), may take a `lead` share of the budget, and
@@ -200,7 +218,8 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
         share = min(share, left)
         if share < MIN_SHARE:
             break
-        for w in windows(s, query, count, share, heads, weights):
+        for w in windows(s, query, count, share, heads, weights,
+                         scopes[i] if i < len(scopes) else ()):
             fresh = _unseen(w, out)  # chunks overlap: a line is sent once
             if fresh is not None:
                 out.append(replace(fresh, n=len(out) + 1))

@@ -185,9 +185,11 @@ class Chat:
         definitions of the values it names (follow), which take their tokens from the same
         budget: the passages are cut again to what those leave."""
         budget, s = self.settings.context_tokens, self.settings
+        scopes = self._scopes(whole) if s.context_scope and budget > 0 else []
 
         def cut(tokens: int) -> list[Source]:
-            return fit(whole, query, self.count, tokens, s.context_lead, s.context_heads, named)
+            return fit(whole, query, self.count, tokens, s.context_lead, s.context_heads, named,
+                       scopes)
 
         sources = cut(budget)
         if not s.context_follow or not sources or self.searcher is None:
@@ -206,6 +208,21 @@ class Chat:
                 kept.append((i, x))
             extra = kept
         return follow.interleave(sources, extra)
+
+    def _scopes(self, whole: list[Source]) -> list[list[tuple[int, int]]]:
+        """For each passage, the line spans of the definitions in its file (the symbol
+        table's), each file read once."""
+        if self.searcher is None:
+            return []
+        by_root = {str(store.root): store for store, _ in self.searcher.stores}
+        spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        for src in whole:
+            key = (src.store, src.path)
+            store = by_root.get(src.store)
+            if key not in spans:
+                spans[key] = [] if store is None else [
+                    (e.line_start, e.line_end) for e in store.file_list.outline(src.path)]
+        return [spans[(src.store, src.path)] for src in whole]
 
     def rewrite(self, question: str, earlier: list[str]) -> str | None:
         """The chat model's rewrite of a follow-up into a question that stands alone, or None
