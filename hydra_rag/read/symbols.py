@@ -15,6 +15,7 @@ to its last line; its scope is the chain of definitions around it (`Session` for
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -190,6 +191,34 @@ def _grammar(lang: str) -> tuple[Any, Any] | None:
     return language, Query(language, "\n".join(sources))
 
 
+# A macro that decorates a declaration (`SPDLOG_INLINE void f()`, `void SPDLOG_INLINE f()`,
+# `class FMT_API buffer`, `int g() NOEXCEPT_MACRO {`): an upper-case name with an underscore,
+# where C's grammar wants a type, a name or a body. Unexpanded, it turns the definition into
+# an error node and its function is missed (ctags asks for such names with -I); blanked, the
+# definition parses.
+_DECORATION = re.compile(
+    r"(?m)(?:^[ \t]*(?:(?:static|inline|extern|virtual|friend|constexpr|explicit)[ \t]+)*"
+    r"(?:[A-Za-z_][\w:]*[ \t]+(?=[A-Z][A-Z0-9]*_[A-Z0-9_]*[ \t]+[A-Za-z_:~]))?"
+    r"|\b(?:class|struct|union)[ \t]+|\)[ \t]*(?:(?:const|override|final|noexcept)[ \t]*)*)"
+    r"(?P<m>[A-Z][A-Z0-9]*_[A-Z0-9_]*)(?=[ \t]+[A-Za-z_:~]|[ \t]*(?:$|\{|;|//))")
+
+
+def blank_decoration_macros(text: str) -> str:
+    """C or C++ with its declarations' decorating macros blanked out (spaces of the same
+    length, so lines and columns stay), preprocessor lines left as they are."""
+    if "_" not in text:
+        return text
+
+    def blank(m: re.Match[str]) -> str:
+        line_start = text.rfind("\n", 0, m.start("m")) + 1
+        if text[line_start:m.start("m")].lstrip().startswith("#"):
+            return m.group()
+        a, b = m.span("m")
+        return m.group()[:a - m.start()] + " " * (b - a) + m.group()[b - m.start():]
+
+    return _DECORATION.sub(blank, text)
+
+
 def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     """The definitions (in file order) and references of a file's text."""
     grammar = _grammar(lang)
@@ -198,6 +227,8 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     from tree_sitter import Parser, QueryCursor
 
     language, query = grammar
+    if lang in ("c", "cpp"):
+        text = blank_decoration_macros(text)
     data = text.encode("utf-8", errors="replace")[:MAX_BYTES]
     tree = Parser(language).parse(data)
     defs: dict[int, tuple[Any, Any, str]] = {}  # node id → (node, name node, kind)

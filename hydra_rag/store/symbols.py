@@ -18,7 +18,8 @@ from hydra_rag.read.symbols import Reference, Symbol
 # Bumped when parsing changes what it finds: an index made before is parsed again (no
 # embedding) by its next run (hydra_rag.index.run: symbols are back-filled).
 # 2: Rust items in macros; `x.f = function f` once. 3: what a use is reached through.
-SYMBOLS_VERSION = 3
+# 4: C and C++ definitions behind decorating macros (`SPDLOG_INLINE void f()`).
+SYMBOLS_VERSION = 4
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

@@ -187,3 +187,33 @@ def test_rust_items_in_a_macro_and_a_named_function_expression() -> None:
     js = "res.json = function json(obj) {\n  return send(obj);\n};\n"
     (only,) = parse(js, "javascript")[0]
     assert (only.name, only.scope) == ("json", "")
+
+
+def test_cpp_definitions_behind_decorating_macros() -> None:
+    # spdlog, fmt and many libraries write `SPDLOG_INLINE level_enum from_str(…) NOEXCEPT` or
+    # `void SPDLOG_INLINE pool::post(…)`; unexpanded, such a function was an error node, missed.
+    text = (
+        "#define SPDLOG_INLINE inline\n"
+        "namespace spdlog {\n"
+        "SPDLOG_INLINE spdlog::level::level_enum from_str(const std::string &name) SPDLOG_NOEXCEPT\n"
+        "{\n"
+        "    if (name == \"warn\")\n"
+        "        return level::warn;\n"
+        "    return level::off;\n"
+        "}\n"
+        "void SPDLOG_INLINE thread_pool::post_log(int n)\n"
+        "{\n"
+        "    SPDLOG_TRY\n"
+        "    {\n"
+        "        post_(n + MAX_ITEMS);\n"
+        "    }\n"
+        "    SPDLOG_CATCH_STD\n"
+        "}\n"
+        "class SPDLOG_API logger {\n"
+        "};\n"
+        "}\n")
+    defs, refs = parse(text, "cpp")
+    got = {(d.name, d.line_start, d.line_end) for d in defs}
+    assert {("SPDLOG_INLINE", 1, 1), ("from_str", 3, 8), ("post_log", 9, 16),
+            ("logger", 17, 18)} <= got, got
+    assert any(r.name == "post_" for r in refs)
