@@ -4,7 +4,8 @@ The line that answers "what is the longest URL httpx accepts?" is `MAX_URL_LENGT
 the top of a file whose chunk there is about something else; the search finds the check that
 uses it (`if len(url) > MAX_URL_LENGTH:`). A passage sent to the model that names a constant,
 a variable or a macro the symbol table knows (defined in at most NAMED_MAX places, in at most
-MAX_LINES lines, outside tests and examples) brings that definition's lines along, as an entry
+MAX_LINES lines that hold a number or a string, outside tests and examples) brings that
+definition's lines along, as an entry
 of its own right after it, as an editor's "go to definition" would show them. The names of the
 lines that match the question best are followed first, FOLLOW_MAX definitions a turn at most.
 
@@ -28,6 +29,7 @@ VALUE_KINDS = ("constant", "variable", "macro")
 MAX_LINES = 3  # of a definition followed: a value, not a body
 FOLLOW_MAX = 3  # definitions followed per turn
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
+_LITERAL = re.compile(r"\d|[\"'`]")  # a number or a string: what makes a definition a value
 
 # store, names → their definitions of VALUE_KINDS; store, path, first, last line → the text
 Lookup = Callable[[str, Sequence[str]], list[Entry]]
@@ -78,8 +80,8 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
             if key in taken or _inside(e, sources, s.store) or last < first:
                 continue
             text = lines(s.store, e.path, first, last)
-            if not text or not text.strip():
-                continue
+            if not text or not _LITERAL.search(text.partition(name)[2]):
+                continue  # no value: `#define SPDLOG_INLINE inline`, `var mu sync.Mutex`
             taken.add(key)
             out.append((i, replace(s, path=e.path, line_start=first, line_end=last, text=text,
                                    section="", page_start=0, page_end=0, page_unit="")))

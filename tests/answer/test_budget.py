@@ -165,3 +165,19 @@ def test_a_lead_share_and_named_definitions_first() -> None:
     assert [s.path for s in named][:2] == ["f1.py", "f5.py"] or \
         [s.path for s in named if s.path != "f1.py"][0] == "f5.py"
     assert [s.n for s in named] == list(range(1, len(named) + 1))
+
+
+def test_the_best_line_brings_its_whole_definition_where_it_fits() -> None:
+    body = ["def encoding(self):", '    """The headers\' encoding."""', "    if self._encoding is None:",
+            "        for enc in ['ascii', 'utf-8']:", "            if fits(enc):",
+            "                self._encoding = enc", "                break",
+            "        else:", "            self._encoding = 'iso-8859-1'",
+            "    return self._encoding"]
+    filler = [f"# filler line number {i} with several words in it" for i in range(30)]
+    s = source("\n".join(filler + body + filler), start=1)
+    first = len(filler) + 1
+    scope = [(first, first + len(body) - 1)]
+    plain = windows(s, "which encoding is the fallback", words, 60)
+    whole = windows(s, "which encoding is the fallback", words, 60, scopes=scope)
+    assert not any(w.line_start <= first + 8 <= w.line_end for w in plain)
+    assert any(w.line_start <= first and first + 9 <= w.line_end for w in whole), whole

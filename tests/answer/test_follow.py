@@ -69,3 +69,10 @@ def test_what_is_shown_already_is_not_sent_twice_and_few_are_followed() -> None:
     # The definition in the passage's own file wins over one elsewhere.
     own = [src(1, "pkg/url.py", 10, "connect(DEFAULT_PORT)")]
     assert [s.line_start for _, s in follow(own, "port", lookup, lines)] == [2]
+
+
+def test_a_definition_without_a_value_is_not_followed() -> None:
+    FILES["pkg/api.h"] = ["#define PKG_INLINE inline", "#define PKG_SIZE 64"]
+    DEFS.extend([entry("pkg/api.h", "PKG_INLINE", 1), entry("pkg/api.h", "PKG_SIZE", 2)])
+    sent = [src(1, "pkg/q.h", 1, "PKG_INLINE int size() { return PKG_SIZE; }")]
+    assert [s.text for _, s in follow(sent, "size", lookup, lines)] == ["#define PKG_SIZE 64"]
