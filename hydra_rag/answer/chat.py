@@ -185,16 +185,17 @@ class Chat:
         definitions of the values it names (follow), which take their tokens from the same
         budget: the passages are cut again to what those leave."""
         budget, s = self.settings.context_tokens, self.settings
-        scopes = self._scopes(whole) if s.context_scope and budget > 0 else []
+        stores = {str(store.root): store for store, _ in self.searcher.stores}
+        scopes = self._scopes(whole, stores) if s.context_scope and budget > 0 else []
 
         def cut(tokens: int) -> list[Source]:
             return fit(whole, query, self.count, tokens, s.context_lead, s.context_heads, named,
                        scopes)
 
         sources = cut(budget)
-        if not s.context_follow or not sources or self.searcher is None:
+        if not s.context_follow or not sources:
             return sources
-        lookup, lines = follow.reading([store for store, _ in self.searcher.stores])
+        lookup, lines = follow.reading(stores)
         extra = follow.follow(sources, query, lookup, lines)
         if extra and budget > 0:
             cost = sum(entry_cost(x, self.count) for _, x in extra)
@@ -209,17 +210,15 @@ class Chat:
             extra = kept
         return follow.interleave(sources, extra)
 
-    def _scopes(self, whole: list[Source]) -> list[list[tuple[int, int]]]:
+    @staticmethod
+    def _scopes(whole: list[Source], stores: dict[str, Any]) -> list[list[tuple[int, int]]]:
         """For each passage, the line spans of the definitions in its file (the symbol
         table's), each file read once."""
-        if self.searcher is None:
-            return []
-        by_root = {str(store.root): store for store, _ in self.searcher.stores}
         spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for src in whole:
             key = (src.store, src.path)
-            store = by_root.get(src.store)
             if key not in spans:
+                store = stores.get(src.store)
                 spans[key] = [] if store is None else [
                     (e.line_start, e.line_end) for e in store.file_list.outline(src.path)]
         return [spans[(src.store, src.path)] for src in whole]

@@ -5,9 +5,9 @@ the top of a file whose chunk there is about something else; the search finds th
 uses it (`if len(url) > MAX_URL_LENGTH:`). A passage sent to the model that names a constant,
 a variable or a macro the symbol table knows (defined in at most NAMED_MAX places, in at most
 MAX_LINES lines that hold a number or a string, outside tests and examples) brings that
-definition's lines along, as an entry
-of its own right after it, as an editor's "go to definition" would show them. The names of the
-lines that match the question best are followed first, FOLLOW_MAX definitions a turn at most.
+definition's lines along, as an entry of its own right after it, as an editor's "go to
+definition" would show them. The names of the lines that match the question best are followed
+first, FOLLOW_MAX definitions a turn at most.
 
 `follow` is pure apart from the two functions it is given (`reading`: where names are
 defined, and a file's lines as indexed).
@@ -16,8 +16,9 @@ defined, and a file's lines as indexed).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from hydra_rag.answer.prompt import Source
 from hydra_rag.search.definitions import NAMED_MAX, aside
@@ -103,20 +104,31 @@ def interleave(sources: Sequence[Source], extra: Sequence[tuple[int, Source]]) -
     return out
 
 
-def reading(stores: Sequence[Store]) -> tuple[Lookup, Lines]:
+def reading(stores: Mapping[str, Store]) -> tuple[Lookup, Lines]:
     """The two functions `follow` is given, over these folders' symbol tables and code
-    tables (the text as indexed, like every passage's)."""
-    by_root = {str(s.root): s for s in stores}
+    tables (the text as indexed, like every passage's), by each folder's root. What they read
+    is kept: a turn that cuts its passages again asks again for much the same."""
+    defs: dict[tuple[str, str], list[Entry]] = {}  # (store, name) → its definitions
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (store, path) → its code chunks
 
     def lookup(store: str, names: Sequence[str]) -> list[Entry]:
-        s = by_root.get(store)
-        return [] if s is None else s.file_list.defined_among(names, VALUE_KINDS)
+        s = stores.get(store)
+        new = [n for n in names if (store, n) not in defs]
+        if s is not None and new:
+            for n in new:
+                defs[(store, n)] = []
+            for e in s.file_list.defined_among(new, VALUE_KINDS):
+                defs[(store, e.name)].append(e)
+        return [e for n in names for e in defs.get((store, n), [])]
 
     def lines(store: str, path: str, first: int, last: int) -> str | None:
-        s = by_root.get(store)
+        s = stores.get(store)
         if s is None:
             return None
-        for r in s.rows_for_paths("code", [path], ["line_start", "line_end", "text"]):
+        if (store, path) not in rows:
+            rows[(store, path)] = s.rows_for_paths("code", [path],
+                                                   ["line_start", "line_end", "text"])
+        for r in rows[(store, path)]:
             a, b = int(r["line_start"]), int(r["line_end"])
             if a <= first and last <= b:
                 return "\n".join(str(r["text"]).splitlines()[first - a:last - a + 1])

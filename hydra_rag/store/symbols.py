@@ -120,11 +120,13 @@ def defined_among(con: sqlite3.Connection, names: Sequence[str], kinds: Sequence
     marks = ",".join("?" * len(kinds))
     for i in range(0, len(names), 500):
         part = list(names[i : i + 500])
+        asked = ",".join("?" * len(part))
         rows = con.execute(
-            f"SELECT {_COLUMNS} FROM symbols WHERE name COLLATE NOCASE IN ({','.join('?' * len(part))}) "
+            f"SELECT {_COLUMNS} FROM symbols WHERE name COLLATE NOCASE IN ({asked}) "
             f"AND def = 1 AND kind IN ({marks}) ORDER BY rel, name_line",
             (*part, *kinds)).fetchall()
-        out += [_entry(r) for r in rows if r[1] in part]  # the index is NOCASE: own case here
+        own = set(part)  # the index is NOCASE: each name in its own case here
+        out += [_entry(r) for r in rows if r[1] in own]
     return out
 
 
