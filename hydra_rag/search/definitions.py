@@ -73,12 +73,24 @@ def aside(path: str) -> bool:
     return bool(_ASIDE.search(path))
 
 
+# C and C++ files, where a function is declared in a header and defined in another file.
+_C_FAMILY = frozenset({".c", ".h", ".cc", ".cpp", ".cxx", ".c++", ".hpp", ".hh", ".hxx", ".inl"})
+
+
+def prototype(e: Entry) -> bool:
+    """A C or C++ declaration without a body (`int f(int x);` in a header), as far as its
+    lines tell: it ends on its name's line or the next (a body runs on past that). The
+    definition with the body says what the function does; the prototype comes after it."""
+    return PurePosixPath(e.path).suffix.lower() in _C_FAMILY and e.line_end - e.name_line < 2
+
+
 def select(w: Wanted, entries: list[Entry], strict: bool = True) -> list[Entry]:
     """The definitions that answer `w`, best first: the name in its own case (any case only
     when the query asked in words and nothing matches exactly), then code before tests and
-    examples. A scope written (`Session.send`) must be the definition's class or type;
-    `strict=False` (the `def` command) also takes a module's name (`utils.get_auth`: in
-    utils.py) and, failing both, every definition of the name."""
+    examples, and a C or C++ function's body before its prototype. A scope written
+    (`Session.send`) must be the definition's class or type; `strict=False` (the `def`
+    command) also takes a module's name (`utils.get_auth`: in utils.py) and, failing both,
+    every definition of the name."""
     exact = [e for e in entries if e.name == w.name]
     pool = exact or (entries if w.asked else [])
     if w.scope:
@@ -88,7 +100,8 @@ def select(w: Wanted, entries: list[Entry], strict: bool = True) -> list[Entry]:
         # In a search, a dotted string that names no class (`self.app.config`,
         # `click.core.Context`) is looked for as the string it is.
         pool = scoped
-    return sorted(pool, key=lambda e: (aside(e.path), e.path.count("/"), e.path, e.line_start))
+    return sorted(pool, key=lambda e: (aside(e.path), prototype(e), e.path.count("/"), e.path,
+                                       e.line_start))
 
 
 def _in_module(e: Entry, scope: str) -> bool:

@@ -129,7 +129,10 @@ def with_names(query: str, hits: list[Hit], stores: Sequence[Store]) -> list[Hit
     for w in names:
         defs = definitions.defined(stores, w)
         if 0 < len(defs) <= definitions.NAMED_MAX:
-            found += defs
+            # A C or C++ prototype leads to nothing where the body is found (`select` put it
+            # after the body): the body answers what the function does.
+            bodies = [(s, e) for s, e in defs if not definitions.prototype(e)]
+            found += bodies or defs
     if not found:
         return hits
     by_id = {h.id: h for h in hits}

@@ -309,3 +309,56 @@ def test_a_dotted_string_that_names_no_class_is_an_exact_string(project: Path) -
     assert not any("definition" in h["ranks"] for h in hits)
     proc = run_cli("def", "utils.should_bypass_proxies", cwd=project)
     assert proc.returncode == 0 and proc.stdout.startswith("src/net/utils.py:6-12")
+
+
+LEVEL_H = """#pragma once
+#include <string>
+
+namespace demo {
+namespace level {
+enum level_enum { trace, info, warn, off };
+
+// Reads a level name written in a configuration file.
+DEMO_API level_enum from_str(const std::string &name) DEMO_NOEXCEPT;
+} // namespace level
+} // namespace demo
+"""
+
+LEVEL_INL = """#pragma once
+#include "level.h"
+
+namespace demo {
+namespace level {
+DEMO_INLINE level_enum from_str(const std::string &name) DEMO_NOEXCEPT
+{
+    if (name == "trace")
+        return trace;
+    if (name == "warn" || name == "warning")
+        return warn;
+    // an unknown name turns logging off rather than failing
+    return off;
+}
+} // namespace level
+} // namespace demo
+"""
+
+
+def test_a_c_function_body_before_its_prototype(home: Path, tmp_path: Path) -> None:
+    from hydra_rag.search.definitions import prototype, select
+
+    body = Entry("include/level-inl.h", "from_str", "method", "demo.level", 6, 14, 6, True)
+    proto = Entry("include/level.h", "from_str", "method", "demo.level", 8, 9, 9, True)
+    py = Entry("src/level.py", "from_str", "function", "", 3, 3, 3, True)
+    assert prototype(proto) and not prototype(body) and not prototype(py)
+    assert select(Wanted("from_str", "", False), [proto, body]) == [body, proto]
+    # Through the real index: the question's name leads to the body, not the header's line.
+    root = write_tree(tmp_path / "cpp", {"include/level.h": LEVEL_H,
+                                         "include/level-inl.h": LEVEL_INL})
+    assert run_cli("index", str(root)).returncode == 0
+    hits = _search(root, "What does `level::from_str` return for a name it does not know?")
+    named = [h for h in hits if "name" in h["ranks"]]
+    assert [h["path"] for h in named] == ["include/level-inl.h"]
+    proc = run_cli("def", "from_str", "--json", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert [d["path"] for d in json.loads(proc.stdout)["results"]][:2] \
+        == ["include/level-inl.h", "include/level.h"]
