@@ -54,6 +54,11 @@ class Settings:
     # (s3://bucket/prefix; endpoint, region and keys from AWS_* variables). Read when an index
     # is first made or rebuilt (`index --full`); an index keeps its tables where they are.
     tables_uri: str = ""
+    # What reads, chunks and embeds an index run's changed files: `local` (this process and
+    # its sidecars) or `ray` (a Ray Data job on the cluster at `ray_address`; "" starts a Ray
+    # of this machine's own; hydra_rag.index.ray_engine). Needs `pip install 'hydra-rag[ray]'`.
+    engine: str = "local"
+    ray_address: str = ""
     # The chat model (or bundle alias) `ask` and `chat` use when none is named.
     default_model: str = "smollm2-135m"
     context_model: str = "smollm2-135m"  # the chat model `index --contextualize` uses
@@ -166,6 +171,8 @@ def load_settings(**flags: Any) -> Settings:
             settings = replace(settings, **{name: _coerce(name, value, types[name], f"--{name}")})
     _check_key_env(settings)
     _check_answering(settings)
+    if settings.engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, not {settings.engine!r}")
     if settings.index_access not in INDEX_ACCESS:
         raise ConfigError(f"index_access must be one of {', '.join(INDEX_ACCESS)}, "
                           f"not {settings.index_access!r}")
@@ -191,6 +198,7 @@ def origin(name: str, value: Any) -> str:
 
 FOLLOW_UPS = ("carry", "rewrite", "off")
 INDEX_ACCESS = ("auto", "private", "shared")
+ENGINES = ("local", "ray")
 
 
 def _check_answering(settings: Settings) -> None:

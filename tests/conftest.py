@@ -5,6 +5,7 @@ shared by the tests and stopped at the end."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import socket
@@ -192,3 +193,29 @@ def to_legacy(root: Path, without: tuple[str, ...] = ()) -> dict[str, dict[str, 
         json.dumps({"version": 3, "files": dict(sorted(files.items()))}), encoding="utf-8")
     store.files_path.unlink()
     return files
+
+
+BUCKET = "hydra-tables"
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A bucket on a local S3 server; LanceDB finds it through the AWS_* variables."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
+    env = {"AWS_ENDPOINT": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.create_bucket(Bucket=BUCKET)
+    try:
+        yield client
+    finally:
+        server.stop()

@@ -163,6 +163,12 @@ def index(
         "--background", help="Return once every file is stored and searchable (names, exact "
         "strings, words); embed the chunks in a background process (`status` shows how far).")
     ] = False,
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="What reads, chunks and embeds the changed files: local (default) or "
+        "ray (a Ray Data job; needs `pip install 'hydra-rag[ray]'`).")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="The Ray cluster for --engine ray (ray://host:10001, or host:6379 "
+        "on a node of it; default: a Ray started on this machine for the run).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Index a folder into <folder>/.hydra-index (incremental; re-runs only read what changed)."""
@@ -198,7 +204,8 @@ def index(
     # An embedder named on the command line is used for every table, whatever the language.
     settings = load_settings(embedder=embedder, context_model=context_model,
                              foreign_embedder="off" if embedder else None,
-                             vectors_later=True if background else None)
+                             vectors_later=True if background else None, engine=engine,
+                             ray_address=ray_address)
     view = _ProgressView()
     with _sigterm_interrupts() as stopped_by:
         try:

@@ -85,7 +85,12 @@ class Batches:
                 if r["vector"] is not None:  # not one still waiting for its vector
                     reused[r["hash"]] = r["vector"]
             all_rows = [r for _, rows in items for r in rows]
-            need = [r for r in all_rows if r["hash"] not in reused]
+            # Embedded already by the Ray engine's actors (ray_engine.py)
+            ahead = sum(1 for r in all_rows if "vector" in r)
+            if ahead and self._done is not None:
+                report.chunks_embedded += ahead
+                self._done.chunks_done += ahead
+            need = [r for r in all_rows if r["hash"] not in reused and "vector" not in r]
             if need and self.ctx is None and t in self._kinds_before:
                 # The same text anywhere in the table (a moved, renamed or copied file): its
                 # vector is this chunk's. Not when contextualized: a context depends on the file.
@@ -93,7 +98,7 @@ class Batches:
                                        ["hash", "vector"]):
                     if r["vector"] is not None:
                         reused[r["hash"]] = r["vector"]
-                need = [r for r in all_rows if r["hash"] not in reused]
+                need = [r for r in all_rows if r["hash"] not in reused and "vector" not in r]
             if need and self.ctx is None and self._reusable(t):
                 # A rebuild for a new chunker: a chunk cut the same way keeps its vector.
                 assert self.live is not None
@@ -104,12 +109,12 @@ class Batches:
                             reused[r["hash"]] = r["vector"]
                 except Exception:  # noqa: BLE001 - an unreadable old table: embed instead
                     self._live_embedders[t] = False
-                need = [r for r in all_rows if r["hash"] not in reused]
-            client = self.client(t)
+                need = [r for r in all_rows if r["hash"] not in reused and "vector" not in r]
             embed_text = {id(r): x for p in batch if p.kind == t
                           for r, x in zip(p.rows, p.inputs, strict=True)}
             if self.ctx is not None:
-                self._contextualize(t, [p for p in batch if p.kind == t], client.fits, embed_text)
+                self._contextualize(t, [p for p in batch if p.kind == t], self.client(t).fits,
+                                    embed_text)
             if need and self.later and self.ctx is None:
                 # Phase one: stored now, searchable by every list but the vector one; the
                 # vectors come in phase two (Run.vectors), a batch at a time.
@@ -122,7 +127,7 @@ class Batches:
                     self.pending_marker = False
                 waiting[t] = waiting.get(t, 0) + len(need)
             elif need:
-                vecs, stopped = self._embed(client, [embed_text[id(r)] for r in need])
+                vecs, stopped = self._embed(self.client(t), [embed_text[id(r)] for r in need])
                 report.chunks_embedded += len(vecs)
                 for r, v in zip(need, vecs, strict=False):  # all of them, unless stopped
                     r["vector"] = v
@@ -132,13 +137,13 @@ class Batches:
                     batch = [p for p in batch if p.kind != t or id(p) in whole]
                     items = [(p.cand, p.rows) for p in batch if p.kind == t]
                     all_rows = [r for _, rows in items for r in rows]
-                    need = [r for r in all_rows if r["hash"] not in reused]
+                    need = [r for r in all_rows if r["hash"] not in reused and "vector" not in r]
                     if not items:
                         continue
             for r in all_rows:
                 if "vector" not in r:
                     r["vector"] = reused[r["hash"]]
-            report.chunks_reused += len(all_rows) - len(need)
+            report.chunks_reused += len(all_rows) - len(need) - ahead
             # A chunk id already stored in this table (an identical chunk at the same place)
             # must not be added twice.
             old_ids = {c for cand, _ in items

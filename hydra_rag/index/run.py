@@ -221,7 +221,7 @@ class Run(Batches, State, Vectors):
         # Two phases for an index updated in place (a rebuild is searched in the old one
         # until it is whole), not with contexts (written as each chunk is embedded).
         self.later = bool(self.settings.vectors_later and self.live is None and self.ctx is None
-                          and changed)
+                          and changed and self.settings.engine == "local")
         if self.later and not self.vectors_pending():
             # Recorded before any row (one chunk, until batches count them): a kill in phase
             # one leaves the vectors to the next run, which counts what waits.
@@ -250,8 +250,12 @@ class Run(Batches, State, Vectors):
                 del files[rel]
             store.update_files({}, removed)
 
-        for t in TABLES:
-            self.client(t)  # start sidecars here, not from the reader thread
+        ray = self.settings.engine == "ray"
+        if ray and self.ctx is not None:
+            raise HydraError("--contextualize runs on the local engine only (engine: local)")
+        if not ray:
+            for t in TABLES:
+                self.client(t)  # start sidecars here, not from the reader thread
         bytes_total = sum(c.size for c in changed)
         self._changed = changed
         kept = d.unchanged + len(d.touched)
@@ -262,7 +266,7 @@ class Run(Batches, State, Vectors):
                         stored_only=self.later)
         self.progress(done)
         self._done = done
-        for batch in read_ahead(self._batches(changed)):
+        for batch in self._stream(changed, start_files):
             touched |= self._flush(batch, files, start_files, skipped)
             done.files_done += len(batch)
             done.bytes_done += sum(p.cand.size for p in batch)
@@ -349,6 +353,30 @@ class Run(Batches, State, Vectors):
         new.write_files({**live.read_files(), **files})  # every entry, as this run left them
         new.file_list.copy_symbols(live.file_list)
         return new
+
+    def _stream(self, changed: list[Candidate], start_files: dict[str, FileEntry]
+                ) -> Iterator[list[Prepared]]:
+        """The changed files read and chunked in batches: by a reader thread here, or (engine:
+        ray) read, chunked and embedded by a Ray Data job (ray_engine.py), except the chunks
+        whose text the changed files' stored rows already have a vector for."""
+        if self.settings.engine != "ray":
+            yield from read_ahead(self._batches(changed))
+            return
+        from hydra_rag.index import ray_engine
+
+        known: dict[str, set[str]] = {}
+        for t in TABLES:
+            again = [c.rel for c in changed if (e := start_files.get(c.rel)) is not None
+                     and e.kind == t and e.chunks]
+            known[t] = {r["hash"] for r in self.store.rows_for_paths(t, again, ["hash", "vector"])
+                        if r["vector"] is not None} if again else set()
+        self.progress(Progress("sidecar", message="reading, chunking and embedding on Ray"))
+        for batch, unread in ray_engine.batches(self, changed, known, self.settings.index_batch):
+            self.report.unread_pages.update(unread)
+            for p in batch:
+                if p.kind is None and p.detail:
+                    self.report.document_problems[p.cand.rel] = f"{p.skip}: {p.detail}"
+            yield batch
 
     def _batches(self, changed: list[Candidate]) -> Iterator[list[Prepared]]:
         """Read and chunk files into batches of about `index_batch` chunks: big appends for

@@ -5,45 +5,19 @@ Indexed, searched, updated and rebuilt like a local index, with the same results
 
 from __future__ import annotations
 
-import logging
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import BUCKET
 from hydra_rag.checks.doctor import check_index
 from hydra_rag.config import load_settings
 from hydra_rag.index import folder_status, index_folder
 from hydra_rag.index.status import CURRENT
 from hydra_rag.search.retrieve import Searcher
 from hydra_rag.store.index_dir import Store
-
-BUCKET = "hydra-tables"
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A bucket on a local S3 server; LanceDB finds it through the AWS_* variables."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
-    env = {"AWS_ENDPOINT": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
-           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket=BUCKET)
-    try:
-        yield client
-    finally:
-        server.stop()
 
 
 def _keys(client: Any, prefix: str) -> list[str]:
