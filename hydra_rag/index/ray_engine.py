@@ -169,8 +169,10 @@ def batches(run: Any, changed: list[Candidate], known: dict[str, set[str]],
         def __init__(self) -> None:
             super().__init__(settings, embedders, known)
 
-    ds = ds.map_batches(Embed, batch_size=READ_BATCH, num_cpus=EMBED_CPUS, **_placement(),
-        compute=ray.data.ActorPoolStrategy(size=_actors(ray)))
+    count, options = actor_options(sum(1 for n in ray.nodes() if n.get("Alive")),
+                                   float(ray.cluster_resources().get("GPU", 0)), dict(os.environ))
+    ds = ds.map_batches(Embed, batch_size=READ_BATCH, **options,
+                        compute=ray.data.ActorPoolStrategy(size=count))
     batch: list[Prepared] = []
     unread: dict[str, list[int]] = {}
     pending = 0
@@ -237,17 +239,23 @@ def _first_line(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:300]
 
 
-def _actors(ray: Any) -> int:
-    """One embedding actor per node of the cluster (HYDRA_RAG_RAY_ACTORS sets another
-    number)."""
-    given = os.environ.get("HYDRA_RAG_RAY_ACTORS", "")
-    if given.strip():
-        return max(1, int(given))
-    return max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
-
-
-def _placement() -> dict[str, Any]:
-    """A custom resource each embedding actor asks for (HYDRA_RAG_RAY_RESOURCE: one unit of
-    it), to keep actors on the nodes that declare it (`ray start --resources`)."""
-    name = os.environ.get("HYDRA_RAG_RAY_RESOURCE", "").strip()
-    return {"resources": {name: 1}} if name else {}
+def actor_options(nodes: int, gpus: float, env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """How many embedding actors, and what each asks Ray for: one per GPU where the cluster
+    has GPUs (each actor's sidecar then runs the GPU build of llama.cpp that node has, all
+    layers on its GPU: `gpu_layers`), else one per live node; HYDRA_RAG_RAY_ACTORS sets
+    another number, HYDRA_RAG_RAY_RESOURCE a custom resource each asks one unit of (to keep
+    them on the nodes that declare it, `ray start --resources`)."""
+    options: dict[str, Any] = {"num_cpus": EMBED_CPUS}
+    count = max(1, nodes)
+    if gpus >= 1:
+        options["num_gpus"] = 1
+        count = int(gpus)
+    given = env.get("HYDRA_RAG_RAY_ACTORS", "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise HydraError(f"HYDRA_RAG_RAY_ACTORS must be a whole number from 1, not {given!r}")
+        count = int(given)
+    name = env.get("HYDRA_RAG_RAY_RESOURCE", "").strip()
+    if name:
+        options["resources"] = {name: 1}
+    return count, options

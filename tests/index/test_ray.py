@@ -242,3 +242,15 @@ def _wait_recorded(root: Path, proc: subprocess.Popen[str], timeout: float = 300
                 pass
         time.sleep(0.2)
     raise AssertionError("no file was recorded")
+
+
+def test_how_many_actors_and_what_each_asks_for() -> None:
+    from hydra_rag.errors import HydraError
+    from hydra_rag.index.ray_engine import EMBED_CPUS, actor_options
+
+    assert actor_options(3, 0, {}) == (3, {"num_cpus": EMBED_CPUS})
+    assert actor_options(2, 4, {}) == (4, {"num_cpus": EMBED_CPUS, "num_gpus": 1})
+    assert actor_options(2, 0, {"HYDRA_RAG_RAY_ACTORS": "5", "HYDRA_RAG_RAY_RESOURCE": "emb"}) \
+        == (5, {"num_cpus": EMBED_CPUS, "resources": {"emb": 1}})
+    with pytest.raises(HydraError, match="HYDRA_RAG_RAY_ACTORS must be a whole number"):
+        actor_options(1, 0, {"HYDRA_RAG_RAY_ACTORS": "two"})
