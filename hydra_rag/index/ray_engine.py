@@ -21,6 +21,7 @@ import logging
 import os
 import pickle
 import re
+import socket
 import sys
 import warnings
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hydra_rag.errors import HydraError
+from hydra_rag.index.report import Progress
 
 if TYPE_CHECKING:
     from hydra_rag.catalog import Embedder
@@ -57,24 +59,32 @@ def require() -> Any:
     return ray
 
 
-def start(settings: Settings) -> tuple[Any, bool]:
+def start(settings: Settings) -> tuple[Any, str]:
     """Ray connected: to the cluster at `ray_address`, or a Ray of this machine started for
-    the run. Returns the module and whether this call started it (then the run stops it)."""
+    the run. Returns the module and where it runs, in words (with the cluster's dashboard
+    when it has one)."""
     ray = require()
     if ray.is_initialized():
-        return ray, False
+        return ray, "the Ray this process was connected to"
     address = settings.ray_address or None
     # Ray Data's progress lines stay off the console: the run says its progress as a local
     # one does.
     for name in ("ray", "ray.data"):
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module=r"ray\.")  # advice on its own tuning
+    if address:
+        _answers(address)
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False, logging_level="ERROR")
+        context = ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                           configure_logging=False, logging_level="ERROR")
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address}" if address else "a Ray of this machine"
-        raise HydraError(f"could not connect to {where} (setting ray_address): {exc}") from None
+        raise HydraError(f"could not connect to {where} (setting ray_address): "
+                         f"{_first_line(exc)}") from None
+    where = f"the Ray cluster at {address}" if address else "a Ray of this machine"
+    dashboard = getattr(context, "dashboard_url", "") or ""
+    if dashboard:
+        where += f" (dashboard {dashboard if '://' in dashboard else 'http://' + dashboard})"
     try:
         from ray.data import DataContext
 
@@ -85,7 +95,7 @@ def start(settings: Settings) -> tuple[Any, bool]:
         pass
     for name in ("ray", "ray.data"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    return ray, True
+    return ray, where
 
 
 _FITS: dict[str, Any] = {}  # per worker process: each embedder's tokenizer, loaded once
@@ -155,7 +165,7 @@ def batches(run: Any, changed: list[Candidate], known: dict[str, set[str]],
     """The changed files read, chunked and embedded by a Ray Data job, as batches of about
     `size` chunks (every chunk whose hash is not in `known[table]` carries its vector), each
     with the pages of its documents that could not be read."""
-    ray, _ = start(run.settings)
+    ray, where = start(run.settings)
     cands = [{"cand": pickle.dumps(c)} for c in changed]
     ds = ray.data.from_items(cands, override_num_blocks=max(1, -(-len(cands) // READ_BATCH)))
     ds = ds.map_batches(_read, fn_kwargs={
@@ -169,8 +179,13 @@ def batches(run: Any, changed: list[Candidate], known: dict[str, set[str]],
         def __init__(self) -> None:
             super().__init__(settings, embedders, known)
 
-    count, options = actor_options(sum(1 for n in ray.nodes() if n.get("Alive")),
-                                   float(ray.cluster_resources().get("GPU", 0)), dict(os.environ))
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    count, options = actor_options(nodes, float(ray.cluster_resources().get("GPU", 0)),
+                                   dict(os.environ))
+    run.progress(Progress("sidecar", message=(
+        f"reading, chunking and embedding on {where}: {nodes} node{'s' * (nodes != 1)}, "
+        f"{count} embedding actor{'s' * (count != 1)}"
+        + (" (a GPU each)" if "num_gpus" in options else ""))))
     ds = ds.map_batches(Embed, batch_size=READ_BATCH, **options,
                         compute=ray.data.ActorPoolStrategy(size=count))
     batch: list[Prepared] = []
@@ -231,6 +246,22 @@ class _RayNotes(io.TextIOBase):
             elif line.strip() and not _RETRY.search(line) and not line.startswith("\t"):
                 print(line, file=sys.stderr)
         return len(text)
+
+
+def _answers(address: str, timeout: float = 5.0) -> None:
+    """A HydraError at once where nothing listens at a cluster's address (`host:port`, or
+    `ray://host:port`): Ray itself retries for a quarter of an hour before it says so."""
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # `auto`, or a form Ray resolves itself
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return
+    except OSError as exc:
+        raise HydraError(f"nothing answers at the Ray cluster's address {address} (setting "
+                         f"ray_address): {exc.strerror or exc}; `ray status` on a node of it "
+                         "says whether it runs") from None
 
 
 def _first_line(exc: BaseException) -> str:

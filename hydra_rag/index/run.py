@@ -370,7 +370,6 @@ class Run(Batches, State, Vectors):
                      and e.kind == t and e.chunks]
             known[t] = {r["hash"] for r in self.store.rows_for_paths(t, again, ["hash", "vector"])
                         if r["vector"] is not None} if again else set()
-        self.progress(Progress("sidecar", message="reading, chunking and embedding on Ray"))
         for batch, unread in ray_engine.batches(self, changed, known, self.settings.index_batch):
             self.report.unread_pages.update(unread)
             for p in batch:

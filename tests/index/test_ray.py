@@ -116,7 +116,7 @@ def test_a_folder_indexed_through_ray_is_the_folder_indexed_here(home: Path,
     _same_index(local, ray)
 
 
-def test_without_ray_the_engine_says_how_to_install_it(home: Path, tmp_path: Path) -> None:
+def test_without_ray_or_a_cluster_the_engine_says_what_to_do(home: Path, tmp_path: Path) -> None:
     root = _folder(tmp_path / "f", notes=0)
     # `ray` made unimportable for the command's process only
     blocker = tmp_path / "block"
@@ -130,6 +130,13 @@ def test_without_ray_the_engine_says_how_to_install_it(home: Path, tmp_path: Pat
     assert "Traceback" not in proc.stderr
     proc = run_cli("index", str(root), "--engine", "spark")
     assert proc.returncode != 0 and "engine must be one of local, ray" in proc.stderr
+    # A cluster address where nothing listens: said at once (Ray would retry for minutes)
+    start = time.monotonic()
+    proc = run_cli("index", str(root), "--engine", "ray", "--ray-address",
+                   f"127.0.0.1:{free_port()}")
+    assert proc.returncode != 0 and time.monotonic() - start < 60
+    assert "nothing answers at the Ray cluster's address 127.0.0.1:" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 # -- a cluster of two nodes on this machine ------------------------------------------------
