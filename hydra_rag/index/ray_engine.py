@@ -193,29 +193,29 @@ def batches(run: Any, changed: list[Candidate], known: dict[str, set[str]],
     pending = 0
     # Ray prints what its nodes report (a task retried, a node lost) on the driver's stdout,
     # where `index --json` writes its report: on stderr, with the run's progress, instead.
-    # Disconnected at the end: nothing of Ray's is printed after the run.
-    try:
-        with contextlib.redirect_stdout(_RayNotes(run.report.notes)):
-            try:
-                for block in ds.iter_batches(batch_size=READ_BATCH, batch_format="numpy"):
-                    for blob in block["prepared"]:
-                        p, pages = pickle.loads(blob)
-                        batch.append(p)
-                        if pages:
-                            unread[p.cand.rel] = pages
-                        pending += len(p.rows)
-                        if pending >= size:
-                            yield batch, unread
-                            batch, unread, pending = [], {}, 0
-            except (HydraError, KeyboardInterrupt):
-                raise
-            except Exception as exc:  # noqa: BLE001 - Ray's errors are many; one line of it
-                raise HydraError(f"the Ray job stopped: {_first_line(exc)}; the files stored "
-                                 "before are kept, and the next run indexes the rest") from None
+    # Ray is let go of inside that (its shutdown joins the thread that prints them), so that
+    # nothing of Ray's reaches stdout after the job.
+    with contextlib.redirect_stdout(_RayNotes(run.report.notes)):
+        try:
+            for block in ds.iter_batches(batch_size=READ_BATCH, batch_format="numpy"):
+                for blob in block["prepared"]:
+                    p, pages = pickle.loads(blob)
+                    batch.append(p)
+                    if pages:
+                        unread[p.cand.rel] = pages
+                    pending += len(p.rows)
+                    if pending >= size:
+                        yield batch, unread
+                        batch, unread, pending = [], {}, 0
             if batch:
                 yield batch, unread
-    finally:
-        ray.shutdown()
+        except (HydraError, KeyboardInterrupt, GeneratorExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - Ray's errors are many; one line of it
+            raise HydraError(f"the Ray job stopped: {_first_line(exc)}; the files stored "
+                             "before are kept, and the next run indexes the rest") from None
+        finally:
+            ray.shutdown()
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
