@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 DOCUMENT_SKIPS = tuple(r for r in SKIPS if r != "too_large")
 
 
+def _missing(rows: list[dict[str, Any]], reused: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows with no vector yet (the Ray engine's come with theirs) and none to reuse."""
+    return [r for r in rows if r["hash"] not in reused and "vector" not in r]
+
+
 class Batches:
     """Embeds and stores a batch of prepared files, for `Run` (run.py), which inherits it.
 
@@ -85,12 +90,13 @@ class Batches:
                 if r["vector"] is not None:  # not one still waiting for its vector
                     reused[r["hash"]] = r["vector"]
             all_rows = [r for _, rows in items for r in rows]
+
             # Embedded already by the Ray engine's actors (ray_engine.py)
             ahead = sum(1 for r in all_rows if "vector" in r)
             if ahead and self._done is not None:
                 report.chunks_embedded += ahead
                 self._done.chunks_done += ahead
-            need = [r for r in all_rows if r["hash"] not in reused and "vector" not in r]
+            need = _missing(all_rows, reused)
             if need and self.ctx is None and t in self._kinds_before:
                 # The same text anywhere in the table (a moved, renamed or copied file): its
                 # vector is this chunk's. Not when contextualized: a context depends on the file.
@@ -98,7 +104,7 @@ class Batches:
                                        ["hash", "vector"]):
                     if r["vector"] is not None:
                         reused[r["hash"]] = r["vector"]
-                need = [r for r in all_rows if r["hash"] not in reused and "vector" not in r]
+                need = _missing(all_rows, reused)
             if need and self.ctx is None and self._reusable(t):
                 # A rebuild for a new chunker: a chunk cut the same way keeps its vector.
                 assert self.live is not None
@@ -109,7 +115,7 @@ class Batches:
                             reused[r["hash"]] = r["vector"]
                 except Exception:  # noqa: BLE001 - an unreadable old table: embed instead
                     self._live_embedders[t] = False
-                need = [r for r in all_rows if r["hash"] not in reused and "vector" not in r]
+                need = _missing(all_rows, reused)
             embed_text = {id(r): x for p in batch if p.kind == t
                           for r, x in zip(p.rows, p.inputs, strict=True)}
             if self.ctx is not None:
@@ -137,7 +143,7 @@ class Batches:
                     batch = [p for p in batch if p.kind != t or id(p) in whole]
                     items = [(p.cand, p.rows) for p in batch if p.kind == t]
                     all_rows = [r for _, rows in items for r in rows]
-                    need = [r for r in all_rows if r["hash"] not in reused and "vector" not in r]
+                    need = _missing(all_rows, reused)
                     if not items:
                         continue
             for r in all_rows:

@@ -7,14 +7,19 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hydra_rag.read.chunk import SECTION_SEP, chunk_text, heading, with_context
-from hydra_rag.read.source import Source
+from hydra_rag.read.source import Source, read_source
 from hydra_rag.read.symbols import Reference, Symbol, chunk_spans, language_of, parse
 from hydra_rag.read.walk import Candidate, mostly_long_lines
+
+if TYPE_CHECKING:
+    from hydra_rag.documents.reader import Reader
+    from hydra_rag.store.lexical import Analysis
 
 
 def chunk_id(rel: str, line_start: int, line_end: int, text: str, section: str = "") -> str:
@@ -45,6 +50,35 @@ class Prepared:
     detail: str = ""  # what made a skipped document unreadable (FileEntry.error)
     # A code file's definitions and references (hydra_rag.read.symbols); none for others
     symbols: tuple[list[Symbol], list[Reference]] = field(default_factory=lambda: ([], []))
+
+
+def read_and_prepare(root: Path, cand: Candidate, reader: Reader | None,
+                     fits: Callable[[str], Callable[[str], bool]],
+                     analysis: Mapping[str, Analysis], keep_document: bool = False
+                     ) -> tuple[Prepared, list[int]]:
+    """Read, classify and chunk one file (no index state is touched: a reader thread or a Ray
+    task runs it): the file prepared, or skipped with why, and the pages of a document that
+    could not be read. `fits(kind)` is that table's embedder's "does this text fit"."""
+    src = read_source(root, cand, reader)
+    if src.text is None:
+        return Prepared(cand, None, [], src.skip, detail=src.detail), []
+    return (prepare(cand, src, fits(src.kind), analysis[src.kind].document,
+                    keep_document=keep_document), list(src.unread or ()))
+
+
+def in_batches(prepared: Iterable[Prepared], size: int) -> Iterator[list[Prepared]]:
+    """Prepared files in batches of about `size` chunks: big appends for LanceDB (many tiny
+    appends make a slow table), small enough that an interrupted run keeps most of its work."""
+    batch: list[Prepared] = []
+    pending = 0
+    for p in prepared:
+        batch.append(p)
+        pending += len(p.rows)
+        if pending >= size:
+            yield batch
+            batch, pending = [], 0
+    if batch:
+        yield batch
 
 
 _T = TypeVar("_T")

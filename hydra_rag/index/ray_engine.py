@@ -74,14 +74,13 @@ def start(settings: Settings) -> tuple[Any, str]:
     warnings.filterwarnings("ignore", module=r"ray\.")  # advice on its own tuning
     if address:
         _answers(address)
+    where = f"the Ray cluster at {address}" if address else "a Ray of this machine"
     try:
         context = ray.init(address=address, include_dashboard=False, log_to_driver=False,
                            configure_logging=False, logging_level="ERROR")
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = f"the Ray cluster at {address}" if address else "a Ray of this machine"
         raise HydraError(f"could not connect to {where} (setting ray_address): "
                          f"{_first_line(exc)}") from None
-    where = f"the Ray cluster at {address}" if address else "a Ray of this machine"
     dashboard = getattr(context, "dashboard_url", "") or ""
     if dashboard:
         where += f" (dashboard {dashboard if '://' in dashboard else 'http://' + dashboard})"
@@ -112,22 +111,14 @@ def _fits(emb: Embedder) -> Any:
 
 def _read(batch: dict[str, Any], root: str, settings: Settings,
           embedders: dict[str, Embedder], analysis: dict[str, Analysis]) -> dict[str, Any]:
-    """A Ray Data task: read, classify and chunk files, as `run.Run._prepare` does."""
-    from hydra_rag.index.prepare import Prepared, prepare
-    from hydra_rag.read.source import read_source, reader_for
+    """A Ray Data task: read, classify and chunk files, as a local run's reader thread does."""
+    from hydra_rag.index.prepare import read_and_prepare
+    from hydra_rag.read.source import reader_for
 
     reader = reader_for(settings, None, write=False)
-    out = []
-    for blob in batch["cand"]:
-        cand: Candidate = pickle.loads(blob)
-        src = read_source(Path(root), cand, reader)
-        if src.text is None:
-            p = Prepared(cand, None, [], src.skip, detail=src.detail)
-        else:
-            p = prepare(cand, src, _fits(embedders[src.kind]), analysis[src.kind].document)
-        unread = list(src.unread) if src.text is not None and src.unread else []
-        out.append(pickle.dumps((p, unread)))
-    return {"prepared": out}
+    return {"prepared": [pickle.dumps(read_and_prepare(
+        Path(root), pickle.loads(blob), reader, lambda kind: _fits(embedders[kind]), analysis))
+        for blob in batch["cand"]]}
 
 
 class _Embed:
@@ -160,11 +151,11 @@ class _Embed:
         return {"prepared": [pickle.dumps(i) for i in items]}
 
 
-def batches(run: Any, changed: list[Candidate], known: dict[str, set[str]],
-            size: int) -> Iterator[tuple[list[Prepared], dict[str, list[int]]]]:
-    """The changed files read, chunked and embedded by a Ray Data job, as batches of about
-    `size` chunks (every chunk whose hash is not in `known[table]` carries its vector), each
-    with the pages of its documents that could not be read."""
+def prepared(run: Any, changed: list[Candidate], known: dict[str, set[str]]
+             ) -> Iterator[tuple[Prepared, list[int]]]:
+    """The changed files read, chunked and embedded by a Ray Data job, as they come (every
+    chunk whose hash is not in `known[table]` carries its vector), each with the pages of a
+    document that could not be read."""
     ray, where = start(run.settings)
     cands = [{"cand": pickle.dumps(c)} for c in changed]
     ds = ray.data.from_items(cands, override_num_blocks=max(1, -(-len(cands) // READ_BATCH)))
@@ -188,9 +179,6 @@ def batches(run: Any, changed: list[Candidate], known: dict[str, set[str]],
         + (" (a GPU each)" if "num_gpus" in options else ""))))
     ds = ds.map_batches(Embed, batch_size=READ_BATCH, **options,
                         compute=ray.data.ActorPoolStrategy(size=count))
-    batch: list[Prepared] = []
-    unread: dict[str, list[int]] = {}
-    pending = 0
     # Ray prints what its nodes report (a task retried, a node lost) on the driver's stdout,
     # where `index --json` writes its report: on stderr, with the run's progress, instead.
     # Ray is let go of inside that (its shutdown joins the thread that prints them), so that
@@ -199,16 +187,7 @@ def batches(run: Any, changed: list[Candidate], known: dict[str, set[str]],
         try:
             for block in ds.iter_batches(batch_size=READ_BATCH, batch_format="numpy"):
                 for blob in block["prepared"]:
-                    p, pages = pickle.loads(blob)
-                    batch.append(p)
-                    if pages:
-                        unread[p.cand.rel] = pages
-                    pending += len(p.rows)
-                    if pending >= size:
-                        yield batch, unread
-                        batch, unread, pending = [], {}, 0
-            if batch:
-                yield batch, unread
+                    yield pickle.loads(blob)
         except (HydraError, KeyboardInterrupt, GeneratorExit):
             raise
         except Exception as exc:  # noqa: BLE001 - Ray's errors are many; one line of it

@@ -13,7 +13,7 @@ from typing import Any
 from hydra_rag.documents import EXTRACTOR_VERSION
 from hydra_rag.errors import HydraError
 from hydra_rag.index.batches import Batches
-from hydra_rag.index.prepare import Prepared, prepare, read_ahead, symbols_of
+from hydra_rag.index.prepare import Prepared, in_batches, read_ahead, read_and_prepare, symbols_of
 from hydra_rag.index.report import (
     IndexInterrupted,
     IndexReport,
@@ -25,7 +25,6 @@ from hydra_rag.index.state import State, diff, stale_analysis
 from hydra_rag.index.vectors import Vectors
 from hydra_rag.paths import on_disk
 from hydra_rag.read.source import (
-    read_source,
     recorded_secrets,
     recorded_selection,
     walker,
@@ -356,11 +355,13 @@ class Run(Batches, State, Vectors):
 
     def _stream(self, changed: list[Candidate], start_files: dict[str, FileEntry]
                 ) -> Iterator[list[Prepared]]:
-        """The changed files read and chunked in batches: by a reader thread here, or (engine:
-        ray) read, chunked and embedded by a Ray Data job (ray_engine.py), except the chunks
-        whose text the changed files' stored rows already have a vector for."""
+        """The changed files read and chunked in batches of about `index_batch` chunks: by a
+        reader thread here, or (engine: ray) read, chunked and embedded by a Ray Data job
+        (ray_engine.py), except the chunks whose text the changed files' stored rows already
+        have a vector for."""
         if self.settings.engine != "ray":
-            yield from read_ahead(self._batches(changed))
+            yield from read_ahead(in_batches(map(self._prepare, changed),
+                                             self.settings.index_batch))
             return
         from hydra_rag.index import ray_engine
 
@@ -370,38 +371,23 @@ class Run(Batches, State, Vectors):
                      and e.kind == t and e.chunks]
             known[t] = {r["hash"] for r in self.store.rows_for_paths(t, again, ["hash", "vector"])
                         if r["vector"] is not None} if again else set()
-        for batch, unread in ray_engine.batches(self, changed, known, self.settings.index_batch):
-            self.report.unread_pages.update(unread)
-            for p in batch:
-                if p.kind is None and p.detail:
-                    self.report.document_problems[p.cand.rel] = f"{p.skip}: {p.detail}"
-            yield batch
-
-    def _batches(self, changed: list[Candidate]) -> Iterator[list[Prepared]]:
-        """Read and chunk files into batches of about `index_batch` chunks: big appends for
-        LanceDB (many tiny appends make a slow table), small enough that an interrupted run
-        keeps most of its work."""
-        batch: list[Prepared] = []
-        pending = 0
-        for cand in changed:
-            prepared = self._prepare(cand)
-            batch.append(prepared)
-            pending += len(prepared.rows)
-            if pending >= self.settings.index_batch:
-                yield batch
-                batch, pending = [], 0
-        if batch:
-            yield batch
+        yield from in_batches((self._noted(p, unread) for p, unread
+                               in ray_engine.prepared(self, changed, known)),
+                              self.settings.index_batch)
 
     def _prepare(self, cand: Candidate) -> Prepared:
-        """Read, classify and chunk one file (no index state is touched: runs in a thread)."""
-        src = read_source(self.root, cand, self.docs)
-        if src.text is None:
-            if src.detail:
-                self.report.document_problems[cand.rel] = f"{src.skip}: {src.detail}"
-            return Prepared(cand, None, [], src.skip, detail=src.detail)
-        if src.unread:
-            self.report.unread_pages[cand.rel] = list(src.unread)
-        return prepare(cand, src, self.clients[self.embedders[src.kind].id].fits,
-                       self.analysis[src.kind].document, keep_document=self.ctx is not None)
+        """Read, classify and chunk one file (runs in the reader thread)."""
+        p, unread = read_and_prepare(self.root, cand, self.docs,
+                                     lambda kind: self.clients[self.embedders[kind].id].fits,
+                                     self.analysis, keep_document=self.ctx is not None)
+        return self._noted(p, unread)
+
+    def _noted(self, p: Prepared, unread: list[int]) -> Prepared:
+        """The file, with what its reading met recorded in the report: a document that could
+        not be read, a document's pages that could not."""
+        if p.kind is None and p.detail:
+            self.report.document_problems[p.cand.rel] = f"{p.skip}: {p.detail}"
+        if unread:
+            self.report.unread_pages[p.cand.rel] = unread
+        return p
 
