@@ -50,10 +50,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "lead.6": {"context_lead": 0.6},
     "lead.7": {"context_lead": 0.7},
     "whole": {"context_tokens": 0},
+    "ctx600": {"context_tokens": 600},
     "ctx800": {"context_tokens": 800},
     "-follow": {"context_follow": False},
     "-scope": {"context_scope": False},
     "ctx1000": {"context_tokens": 1000},
+    "ctx1200": {"context_tokens": 1200},
+    "ctx1400": {"context_tokens": 1400},
 }
 
 

@@ -45,7 +45,7 @@ def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                for f in ("minilm-l6.q8_0.gguf", "multilingual-e5-small.q4_0.gguf")):
         proc = run_cli("rag", "setup", env={"HYDRA_RAG_HOME": str(MODELS_HOME)})
         assert proc.returncode == 0, proc.stderr
-    if not (models / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file():
+    if not (models / "SmolLM2-135M-Instruct.Q8_0.gguf").is_file():
         proc = run_cli("models", "pull", "smollm2-135m", env={"HYDRA_RAG_HOME": str(MODELS_HOME)})
         assert proc.returncode == 0, proc.stderr
     (home / "data").mkdir()

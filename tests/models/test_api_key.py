@@ -387,7 +387,7 @@ def keyed_server(session_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         "models": [
             {"model": str(models / "minilm-l6.q8_0.gguf"), "model_alias": "keyed-minilm",
              "embedding": True, "n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "verbose": False},
-            {"model": str(models / "SmolLM2-135M-Instruct.Q4_1.gguf"),
+            {"model": str(models / "SmolLM2-135M-Instruct.Q8_0.gguf"),
              "model_alias": "keyed-smollm", "chat_format": "chatml", "n_ctx": 2048,
              "verbose": False},
         ]}))

@@ -146,7 +146,7 @@ def test_a_chat_model_on_two_servers_survives_one(isolated_home: Path, key_file:
     from hydra_rag.errors import SidecarError
     from hydra_rag.models.chat import connect_chat, stream_chat
 
-    model = isolated_home / "data" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    model = isolated_home / "data" / "models" / "SmolLM2-135M-Instruct.Q8_0.gguf"
     procs = _serve(model, "smol-pool", "chat", 1024, 2, key_file)
     try:
         (isolated_home / "config").mkdir(exist_ok=True)

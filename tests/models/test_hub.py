@@ -23,7 +23,7 @@ from tests.conftest import run_cli, write_tree
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fakehub import FakeFile, FakeHub, FakeRepo, split_gguf  # noqa: E402
 
-SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOL = "SmolLM2-135M-Instruct.Q8_0.gguf"
 MINILM = "minilm-l6.q8_0.gguf"
 FAST = ["--max-tokens", "16", "--temperature", "0"]
 
