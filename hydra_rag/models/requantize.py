@@ -24,6 +24,7 @@ from hydra_rag.errors import ModelError
 
 # llama.cpp's LLAMA_FTYPE_MOSTLY_* numbers of the types a pull may store.
 TYPES = {"q8_0": 7, "f16": 1}
+TIMEOUT_S = 1800  # a 7B model takes minutes on two cores; a hung quantiser is stopped
 
 
 def requantize(src: Path, dest: Path, kind: str, threads: int | None = None) -> Path:
@@ -36,13 +37,27 @@ def requantize(src: Path, dest: Path, kind: str, threads: int | None = None) -> 
     partial.unlink(missing_ok=True)
     cmd = [sys.executable, "-P", "-m", "hydra_rag.models.requantize", str(src), str(partial),
            kind, str(threads or min(os.cpu_count() or 1, 8))]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                              timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        partial.unlink(missing_ok=True)
+        raise ModelError(f"llama.cpp did not finish writing {src.name} as {kind.upper()} "
+                         f"in {TIMEOUT_S} s") from None
     if proc.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
-        why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        raise ModelError(f"llama.cpp could not write {src.name} as {kind.upper()}: {why}")
+        raise ModelError(f"llama.cpp could not write {src.name} as {kind.upper()}: "
+                         f"{_why(proc.stderr, proc.returncode)}")
     partial.replace(dest)
     return dest
+
+
+def _why(stderr: str, code: int) -> str:
+    """The line of llama.cpp's log that says why it failed (its last line that does, else the
+    log's last line)."""
+    lines = [x.strip() for x in stderr.splitlines() if x.strip()]
+    said = [x for x in lines if "failed" in x.lower() or "error" in x.lower()]
+    return (said or lines or [f"exit status {code}"])[-1]
 
 
 def main(argv: list[str]) -> int:
@@ -51,13 +66,14 @@ def main(argv: list[str]) -> int:
     import llama_cpp
 
     src, dest, kind, threads = argv
+    llama_cpp.llama_backend_init()
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = TYPES[kind]
     params.allow_requantize = True
     params.nthread = int(threads)
     rc = llama_cpp.llama_model_quantize(src.encode(), dest.encode(), ctypes.byref(params))
     if rc != 0:
-        print(f"llama_model_quantize returned {rc}", file=sys.stderr)
+        print(f"llama_model_quantize returned {rc}", file=sys.stderr)  # after its reason
         return 1
     return 0
 
