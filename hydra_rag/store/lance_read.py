@@ -18,7 +18,6 @@ import asyncio
 import importlib.util
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -153,9 +152,33 @@ def read_rows(uri: str, name: str, wheres: list[str], columns: list[str]) -> Any
         return pa.concat_tables([await tbl.query().where(w).select(columns).to_arrow()
                                  for w in wheres])
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(read())
-    with ThreadPoolExecutor(1) as pool:  # a loop runs here: read in a thread of its own
-        return pool.submit(asyncio.run, read()).result()
+    return _in_a_thread(read)
+
+
+def _in_a_thread(make: Any) -> Any:
+    """`asyncio.run(make())` in a thread of its own, waited for on a bare lock.
+
+    A loop may run in the caller's thread already. And a signal raised as an exception there
+    (Ctrl-C, or SIGTERM during `index`) must stop only the wait, never the event loop in the
+    middle of a read: that left LanceDB's threads calling back into a closed loop ("Event loop
+    is closed", "Invalid file descriptor: -1" on stderr) and, now and then, a process that
+    did not end. A bare lock's acquire is left cleanly by such an exception, which a
+    Condition's wait (a future's `result()`) is not. The read, interrupted or not, ends in
+    its thread and closes its loop."""
+    out: dict[str, Any] = {}
+    done = threading.Lock()
+    done.acquire()
+
+    def run() -> None:
+        try:
+            out["value"] = asyncio.run(make())
+        except BaseException as exc:  # handed to the caller
+            out["error"] = exc
+        finally:
+            done.release()
+
+    threading.Thread(target=run, name="hydra-rag-read", daemon=True).start()
+    done.acquire()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

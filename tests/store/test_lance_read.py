@@ -96,6 +96,38 @@ def _python(code: str, cwd: Path) -> str:
     return proc.stdout
 
 
+def test_an_interrupt_during_a_read_leaves_no_loop_behind(db_uri: str, tmp_path: Path) -> None:
+    """Ctrl-C (or `index`'s SIGTERM, raised as KeyboardInterrupt) at any moment of a read:
+    the caller gets KeyboardInterrupt, and nothing else happens later. Interrupting the event
+    loop itself left LanceDB's threads calling back into a closed loop (tracebacks on
+    stderr) and, within a few hundred interrupts, a process that hung."""
+    code = (
+        "import random, signal, sys\n"
+        "from hydra_rag.store import lance_read\n"
+        f"uri = {db_uri!r}\n"
+        "def read(): return lance_read.read_rows(uri, 'code', ['id >= \\'c1\\''], ['id', 'text'])\n"
+        "def on(*_): raise KeyboardInterrupt\n"
+        "signal.signal(signal.SIGALRM, on)\n"
+        "random.seed(3); read(); done = stopped = 0\n"
+        "for i in range(600):\n"
+        "    try:\n"
+        "        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.0003, 0.006))\n"
+        "        try:\n"
+        "            done += read().num_rows == 299\n"
+        "        finally:\n"
+        "            signal.setitimer(signal.ITIMER_REAL, 0)\n"
+        "    except KeyboardInterrupt:\n"
+        "        stopped += 1\n"
+        "print('READS', i + 1, done > 0, stopped > 0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["READS", "600", "True", "True"], proc.stdout
+    assert "Traceback" not in proc.stderr and "Event loop is closed" not in proc.stderr, \
+        proc.stderr[-2000:]
+
+
 def test_reading_does_not_import_lancedb(db_uri: str, tmp_path: Path) -> None:
     """What a cold `hydra-rag search` pays for: the native core, not LanceDB's Python layer."""
     code = (
