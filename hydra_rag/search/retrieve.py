@@ -72,6 +72,7 @@ from hydra_rag.search.table_cache import Found, Stamp, TableCache
 from hydra_rag.search.tables import TableQueries, key_of
 from hydra_rag.store.index_dir import TABLES, Store
 from hydra_rag.store.lexical import Analysis
+from hydra_rag.store.loop_thread import LoopThread
 from hydra_rag.store.rebuild import notice as rebuild_notice
 from hydra_rag.store.vectors import recorded as recorded_pending
 
@@ -218,12 +219,14 @@ class Searcher(TableQueries):
         self._reranker: RerankClient | None = None
         if settings.rerank:
             check_top(settings.rerank_top)
-        self._loop = asyncio.new_event_loop()
+        # The searcher's event loop runs in a thread of its own (the open tables belong to it):
+        # a Ctrl-C in the caller (the chat REPL goes on after one) stops the wait, not a read.
+        self._runner = LoopThread("hydra-rag-search")
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hydra-embed")
-        weakref.finalize(self, _close, self._loop, self._pool)
+        weakref.finalize(self, _close, self._runner, self._pool)
 
     def close(self) -> None:
-        _close(self._loop, self._pool)
+        _close(self._runner, self._pool)
 
     @property
     def warnings(self) -> list[str]:
@@ -447,10 +450,10 @@ class Searcher(TableQueries):
             # A follow-up's names may stand in the question before it ("and its default?").
             needles += [(f"term:{t}", t, TERM_MAX + 1) for t in literal_terms(queries[-1])]
         try:
-            found = self._loop.run_until_complete(
+            found = self._runner.run(
                 self._gather(queries, tables, candidates, methods, needles, where))
         except _Moved:
-            found = self._loop.run_until_complete(
+            found = self._runner.run(
                 self._gather(queries, tables, candidates, methods, needles, where))
         ranked = {name: sorted(items, key=lambda kv: -kv[1])[:candidates]
                   for name, items in found.scores.items()
@@ -564,10 +567,9 @@ class Searcher(TableQueries):
         return [*self._clients, *([self._reranker.reranker.id] if self._reranker else [])]
 
 
-def _close(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
+def _close(runner: LoopThread, pool: ThreadPoolExecutor) -> None:
     pool.shutdown(wait=False)
-    if not loop.is_closed():
-        loop.close()
+    runner.close()
 
 
 def vector_coverage(store: Store, meta: dict[str, Any]) -> dict[str, tuple[int, int]]:

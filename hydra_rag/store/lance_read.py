@@ -18,8 +18,12 @@ import asyncio
 import importlib.util
 import sys
 import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
+
+from hydra_rag.store.loop_thread import wait
 
 _CORE = "lancedb._lancedb"
 # Searches of a server start side by side: the module is put in sys.modules before it has run,
@@ -155,30 +159,18 @@ def read_rows(uri: str, name: str, wheres: list[str], columns: list[str]) -> Any
     return _in_a_thread(read)
 
 
-def _in_a_thread(make: Any) -> Any:
-    """`asyncio.run(make())` in a thread of its own, waited for on a bare lock.
-
-    A loop may run in the caller's thread already. And a signal raised as an exception there
-    (Ctrl-C, or SIGTERM during `index`) must stop only the wait, never the event loop in the
-    middle of a read: that left LanceDB's threads calling back into a closed loop ("Event loop
-    is closed", "Invalid file descriptor: -1" on stderr) and, now and then, a process that
-    did not end. A bare lock's acquire is left cleanly by such an exception, which a
-    Condition's wait (a future's `result()`) is not. The read, interrupted or not, ends in
-    its thread and closes its loop."""
-    out: dict[str, Any] = {}
-    done = threading.Lock()
-    done.acquire()
+def _in_a_thread(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """`asyncio.run(make())` in a thread of its own, waited for on a bare lock
+    (hydra_rag.store.loop_thread says why): a loop may run in the caller's thread already, and
+    an interrupt there stops only the wait. The read, interrupted or not, ends in its thread
+    and closes its loop."""
+    out: Future[Any] = Future()
 
     def run() -> None:
         try:
-            out["value"] = asyncio.run(make())
+            out.set_result(asyncio.run(make()))
         except BaseException as exc:  # handed to the caller
-            out["error"] = exc
-        finally:
-            done.release()
+            out.set_exception(exc)
 
     threading.Thread(target=run, name="hydra-rag-read", daemon=True).start()
-    done.acquire()
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
+    return wait(out)
