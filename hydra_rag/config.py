@@ -98,6 +98,9 @@ class Settings:
     # A narrowed passage's best line is sent with the whole definition it stands in (the
     # symbol table's span), when that fits the passage's share.
     context_scope: bool = True
+    # In a conversation (the chat REPL), the chat sidecar evaluates the turns so far while the
+    # answer is read, so that the next turn's prompt evaluates only its passages and question.
+    chat_warm: bool = True
     # How a follow-up ("where is it defined?") is searched: "carry" puts the subject of the
     # question before it into the query; "off" searches it as typed (with the question before).
     follow_up: str = "carry"

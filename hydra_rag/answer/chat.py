@@ -3,6 +3,7 @@ list the sources and check the citations; sessions keep the user's own words."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +42,9 @@ def larger_model_hint(model_id: str) -> str:
             "answers are often wrong; a larger one answers better: `hydra-rag models recommend` "
             "says which run at a usable speed here, `hydra-rag models pull ID` gets one")
 
+
+# The request that evaluates a conversation for its next turn: one token, nothing random.
+WARM_PARAMS = {"max_tokens": 1, "temperature": 0.0}
 
 @dataclass
 class TurnResult:
@@ -238,8 +242,10 @@ class Chat:
         return build_prompt(question, sources, self.history, self.count, self.budget(),
                             system=self.system, use_context=self.use_rag)
 
-    def ask(self, question: str, on_token: Callable[[str], None] = lambda _t: None) -> TurnResult:
-        """One turn: retrieve, prompt, stream, check, save."""
+    def ask(self, question: str, on_token: Callable[[str], None] = lambda _t: None,
+            more: bool = False) -> TurnResult:
+        """One turn: retrieve, prompt, stream, check, save. `more`: another turn may follow
+        (a conversation), so the turns so far are evaluated for it meanwhile (warm_next)."""
         question = question.strip()
         if not question:
             raise HydraError("the question is empty")
@@ -307,7 +313,32 @@ class Chat:
             result.hint = larger_model_hint(self.model.id)
             self.hinted = bool(result.hint)
         self._record(result)
+        if more and not interrupted:
+            self.warm_next()
         return result
+
+    def warm_next(self) -> threading.Thread | None:
+        """Have the chat sidecar evaluate the conversation so far (system prompt and turns, as
+        the next turn's prompt starts) in the background, while the answer is read: llama.cpp
+        keeps the evaluation of the last prompt and reuses its longest common prefix, so the
+        next turn evaluates only its passages and question, not the turns before it again.
+        (Each turn's passages are not in the later prompts, so without this only the system
+        prompt is reused.) Setting `chat_warm`; one generated token; a failure is silent: the
+        next turn only evaluates more. Not with several servers, where the next turn may go to
+        another one."""
+        sidecar = self.sidecar
+        if not self.settings.chat_warm or sidecar is None or sidecar.more or not self.history:
+            return None
+        messages = build_prompt("", [], self.history, self.count, self.budget(),
+                                system=self.system, use_context=self.use_rag).messages[:-1]
+
+        def run() -> None:
+            with contextlib.suppress(Exception):
+                stream_chat(sidecar, messages, dict(WARM_PARAMS), lambda _piece: None)
+
+        thread = threading.Thread(target=run, name="hydra-rag-warm-turn", daemon=True)
+        thread.start()
+        return thread
 
     def _record(self, result: TurnResult) -> None:
         self.last = result

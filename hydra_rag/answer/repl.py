@@ -125,7 +125,7 @@ class Repl:
                 self.out.flush()
 
         try:
-            result = self.chat.ask(question, on_token)
+            result = self.chat.ask(question, on_token, more=True)
         except HydraError as exc:
             print(f"error: {exc}", file=self.err, flush=True)
             return

@@ -1,0 +1,57 @@
+"""A conversation's next turn evaluates only what is new: after an answer, the chat sidecar
+evaluates the turns so far (Chat.warm_next), so llama.cpp reuses them as the next prompt's
+prefix. Observed in the real sidecar's own log, which says how many prompt tokens each request
+evaluated."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from conftest import run_cli
+from hydra_rag.answer.chat import Chat
+from hydra_rag.catalog import get_model
+from hydra_rag.config import load_settings
+from hydra_rag.models.sidecar import read_record
+
+_EVALUATED = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
+
+
+def _evaluated(model: str) -> list[int]:
+    rec = read_record(model)
+    assert rec is not None
+    return [int(n) for n in _EVALUATED.findall(Path(rec.log).read_text(errors="replace"))]
+
+
+def _second_turn(root: Path, warm: bool) -> tuple[int, int, int]:
+    """(prompt tokens, tokens the sidecar evaluated for it, tokens of the turn before)."""
+    settings = replace(load_settings(), chat_warm=warm)
+    chat = Chat(get_model("smollm2-135m"), [root], settings, new=True, save=False, top_k=3,
+                params={"max_tokens": 24, "temperature": 0.0})
+    try:
+        chat.ask("Which header carries the API key?")
+        thread = chat.warm_next()
+        assert (thread is not None) == warm
+        if thread is not None:
+            thread.join(60)
+        before = len(_evaluated("smollm2-135m"))
+        result = chat.ask("And how is a monthly invoice summed?")
+        evaluated = _evaluated("smollm2-135m")[before:]
+        first = chat.history[0]
+        turn = chat.count(first.user) + chat.count(first.answer)
+        return result.usage["prompt_tokens"], sum(evaluated), turn
+    finally:
+        chat.close()
+
+
+def test_the_next_turn_reuses_the_conversation_so_far(home: Path, corpus: Path) -> None:
+    assert run_cli("index", str(corpus)).returncode == 0
+    total, evaluated, _ = _second_turn(corpus, warm=False)
+    reused_cold = total - evaluated
+    total, evaluated, turn = _second_turn(corpus, warm=True)
+    reused_warm = total - evaluated
+    # Without it, only the system prompt is reused: the turn before is evaluated again. With
+    # it, that turn (its question and answer) is reused too.
+    assert turn > 10 and reused_cold > 50, (reused_cold, turn)
+    assert reused_warm >= reused_cold + turn, (reused_cold, reused_warm, turn)
