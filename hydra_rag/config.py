@@ -87,7 +87,8 @@ class Settings:
     # lines around its best matches (0: whole chunks). See hydra_rag.answer.budget.
     context_tokens: int = 600
     # The share of context_tokens the best passage (and a definition the question names) may
-    # take before the others share the rest; 0: all passages share it equally.
+    # take before the others; each passage takes half of what is left (budget.DECAY), so 0
+    # gives the best passage half of it too.
     context_lead: float = 0.5
     # Each narrowed passage keeps the line that opens the definition its lines stand in, and
     # the first line of that definition's docstring or comment.
@@ -101,6 +102,9 @@ class Settings:
     # In a conversation (the chat REPL), the chat sidecar evaluates the turns so far while the
     # answer is read, so that the next turn's prompt evaluates only its passages and question.
     chat_warm: bool = True
+    # Earlier turns a chat prompt carries: -1, as the chat model's catalog entry says (`turns`);
+    # 0 or more, that many of the latest at most.
+    chat_turns: int = -1
     # How a follow-up ("where is it defined?") is searched: "carry" puts the subject of the
     # question before it into the query; "off" searches it as typed (with the question before).
     follow_up: str = "carry"
@@ -212,6 +216,9 @@ def _check_answering(settings: Settings) -> None:
     if not 0.0 <= settings.context_lead < 1.0:
         raise ConfigError(f"context_lead must be a share from 0 up to (not including) 1, "
                           f"not {settings.context_lead}")
+    if settings.chat_turns < -1:
+        raise ConfigError(f"chat_turns must be -1 (as the model says) or a number of turns, "
+                          f"not {settings.chat_turns}")
     if settings.context_tokens < 0:
         raise ConfigError(f"context_tokens must be 0 (whole chunks) or more, "
                           f"not {settings.context_tokens}")

@@ -23,6 +23,10 @@ from hydra_rag.search.evidence import clip_around, line_scores, term_weights
 # The smallest share of the budget a chunk is given, in tokens: a function signature with a
 # few lines of body, or two sentences of prose.
 MIN_SHARE = 96
+# The share of what is left that each passage after the best may take: 300, 150, 96... tokens of
+# 600 rather than 120 each; an answering line in the second or third passage is more often
+# within reach, and a fifth passage is seldom sent (BENCHMARKS.md).
+DECAY = 0.5
 AROUND = 2  # lines shown on each side of a matching line before any window is widened
 MAX_WINDOWS = 3  # per chunk: each is an entry, with a header of its own
 CHARS_PER_TOKEN = 3  # to cut one overlong line (a paragraph) by characters, conservatively
@@ -200,8 +204,8 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
     """The chunks cut to share `budget` tokens, best first, as entries numbered from 1; a
     budget of 0 keeps whole chunks. The best chunk, and each chunk `named` marks (the
     definition of a name the question names), may take a `lead` share of the budget, and
-    come before the others, which share what is left. Chunks that no longer fit are left
-    out."""
+    come before the others; each of those takes a DECAY share of what is left (at least
+    MIN_SHARE), in their order. Chunks that no longer fit are left out."""
     if budget <= 0:
         return list(sources)
     out: list[Source] = []
@@ -212,7 +216,9 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
     order = sorted(range(len(sources)), key=lambda i: (i > 0, not marked[i], i))
     for rank, i in enumerate(order):
         s = sources[i]
-        share = max(MIN_SHARE, left // (len(sources) - rank))
+        # Each passage after the best takes a DECAY share of what is left (the last one: all
+        # of it): retrieval's confidence falls with the rank.
+        share = left if rank == len(sources) - 1 else max(MIN_SHARE, int(left * DECAY))
         if lead and (i == 0 or marked[i]):
             share = max(share, int(budget * lead))
         share = min(share, left)

@@ -239,8 +239,15 @@ class Chat:
         """The messages of a turn: system prompt and persona, the earlier turns, then the
         passages and the question. What stays the same from turn to turn comes first, so that
         llama.cpp reuses its evaluation of that prefix from the turn before."""
-        return build_prompt(question, sources, self.history, self.count, self.budget(),
+        return build_prompt(question, sources, self.turns_sent(), self.count, self.budget(),
                             system=self.system, use_context=self.use_rag)
+
+    def turns_sent(self) -> list[Turn]:
+        """The earlier turns a prompt carries: the latest `chat_turns`, or as many as the
+        model's catalog entry says (`turns`; -1: all, as the context allows)."""
+        n = self.settings.chat_turns if self.settings.chat_turns >= 0 else self.model.turns
+        history = self.history
+        return history if n < 0 else history[len(history) - n:] if n else []
 
     def ask(self, question: str, on_token: Callable[[str], None] = lambda _t: None,
             more: bool = False) -> TurnResult:
@@ -327,9 +334,10 @@ class Chat:
         next turn only evaluates more. Not with several servers, where the next turn may go to
         another one."""
         sidecar = self.sidecar
-        if not self.settings.chat_warm or sidecar is None or sidecar.more or not self.history:
-            return None
-        messages = build_prompt("", [], self.history, self.count, self.budget(),
+        turns = self.turns_sent()
+        if not self.settings.chat_warm or sidecar is None or sidecar.more or not turns:
+            return None  # (without earlier turns, llama.cpp reuses the system prompt anyway)
+        messages = build_prompt("", [], turns, self.count, self.budget(),
                                 system=self.system, use_context=self.use_rag).messages[:-1]
 
         def run() -> None:

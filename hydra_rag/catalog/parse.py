@@ -36,7 +36,7 @@ _RERANKER_FIELDS: dict[str, type | tuple[type, ...]] = {
 _MODEL_FIELDS: dict[str, type | tuple[type, ...]] = {
     "id": str, "file": str, "path": str, "url": str, "urls": list, "api_key_env": str, "name": str,
     "license": str, "context": int, "chat_format": str, "port": int, "params": dict,
-    "sources": list, "via": str, "measured": bool, "size_mb": int,
+    "sources": list, "via": str, "measured": bool, "size_mb": int, "turns": int,
 }
 PARAMS: dict[str, type | tuple[type, ...]] = {
     "temperature": (int, float), "top_p": (int, float), "top_k": int, "min_p": (int, float),
@@ -242,6 +242,9 @@ def parse_model(origin: str, index: int, raw: Any) -> ChatModel:
     model = ChatModel(**values, params=dict(params), sources=sources, origin=origin)
     if model.context < 256:
         raise ConfigError(f"{where}: field 'context' must be at least 256, got {model.context}")
+    if model.turns < -1:
+        raise ConfigError(f"{where}: field 'turns' must be -1 (all) or a number of turns, "
+                          f"got {model.turns}")
     if model.chat_format not in CHAT_FORMATS:
         raise ConfigError(f"{where}: field 'chat_format' must be one of {', '.join(CHAT_FORMATS)}")
     _check_port_and_location(where, model, CHAT_PORTS)

@@ -144,6 +144,9 @@ class ChatModel(_ModelFile):
     via: str = ""
     measured: bool = False
     size_mb: int = 0
+    # Earlier turns of a conversation its prompts carry (-1: all that fit the context); what
+    # helps its answers, by measurement (setting chat_turns overrides it).
+    turns: int = -1
 
 
 @dataclass(frozen=True)

@@ -153,11 +153,11 @@ def test_heads_keep_the_definition_line_of_a_cut_passage() -> None:
 
 def test_a_lead_share_and_named_definitions_first() -> None:
     sources = [source(n=i, path=f"f{i}.py") for i in range(1, 6)]
-    equal = fit(sources, "send_from_directory", words, 300)
-    led = fit(sources, "send_from_directory", words, 300, lead=0.5)
+    plain = fit(sources, "send_from_directory", words, 300)
+    led = fit(sources, "send_from_directory", words, 300, lead=0.8)
     first = [s for s in led if s.path == "f1.py"]
     assert sum(entry_cost(s, words) for s in first) > max(
-        entry_cost(s, words) for s in equal if s.path == "f1.py")
+        entry_cost(s, words) for s in plain if s.path == "f1.py")
     assert sum(entry_cost(s, words) for s in led) <= 300 + 10
     # the definition a question names (the fifth hit) is sent second, with a lead share
     named = fit(sources, "send_from_directory", words, 300, lead=0.5,
@@ -165,6 +165,18 @@ def test_a_lead_share_and_named_definitions_first() -> None:
     assert [s.path for s in named][:2] == ["f1.py", "f5.py"] or \
         [s.path for s in named if s.path != "f1.py"][0] == "f5.py"
     assert [s.n for s in named] == list(range(1, len(named) + 1))
+
+
+def test_shares_fall_with_the_rank() -> None:
+    """Each passage takes half of what is left (DECAY), so the second is sent with more of
+    its lines than the fourth, and a passage too far down for MIN_SHARE is left out."""
+    sources = [source(n=i, path=f"f{i}.py") for i in range(1, 7)]
+    got = fit(sources, "send_from_directory", words, 600, lead=0.5)
+    cost = {p: sum(entry_cost(s, words) for s in got if s.path == p)
+            for p in dict.fromkeys(s.path for s in got)}
+    paths = list(cost)
+    assert paths[0] == "f1.py" and cost["f1.py"] > cost["f2.py"] >= cost[paths[-1]], cost
+    assert len(paths) < 6 and sum(cost.values()) <= 600 + 10, cost
 
 
 def test_the_best_line_brings_its_whole_definition_where_it_fits() -> None:

@@ -9,6 +9,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
 from hydra_rag.answer.chat import Chat
 from hydra_rag.catalog import get_model
@@ -26,7 +28,8 @@ def _evaluated(model: str) -> list[int]:
 
 def _second_turn(root: Path, warm: bool) -> tuple[int, int, int]:
     """(prompt tokens, tokens the sidecar evaluated for it, tokens of the turn before)."""
-    settings = replace(load_settings(), chat_warm=warm)
+    # (the default model's prompts carry no earlier turns: its catalog entry says turns: 0)
+    settings = replace(load_settings(), chat_warm=warm, chat_turns=4)
     chat = Chat(get_model("smollm2-135m"), [root], settings, new=True, save=False, top_k=3,
                 params={"max_tokens": 24, "temperature": 0.0})
     try:
@@ -45,6 +48,27 @@ def _second_turn(root: Path, warm: bool) -> tuple[int, int, int]:
         chat.close()
 
 
+def test_earlier_turns_as_the_model_or_the_setting_says(home: Path, corpus: Path) -> None:
+    assert run_cli("index", str(corpus)).returncode == 0
+    chat = Chat(get_model("smollm2-135m"), [corpus], load_settings(), new=True, save=False,
+                top_k=3, params={"max_tokens": 8, "temperature": 0.0})
+    try:
+        for q in ("Which header carries the API key?", "How is a monthly invoice summed?",
+                  "Where are tomatoes staked?"):
+            chat.ask(q)
+        roles = [m["role"] for m in chat.prompt("And then?", []).messages]
+        assert roles == ["system", "user"]  # smollm2-135m: turns: 0
+        assert chat.warm_next() is None  # nothing to evaluate ahead beyond the system prompt
+        chat.settings = replace(chat.settings, chat_turns=1)
+        sent = chat.prompt("And then?", []).messages
+        assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+        assert sent[1]["content"] == "Where are tomatoes staked?"
+        chat.settings = replace(chat.settings, chat_turns=8)
+        assert len(chat.prompt("And then?", []).messages) == 8
+    finally:
+        chat.close()
+
+
 def test_the_next_turn_reuses_the_conversation_so_far(home: Path, corpus: Path) -> None:
     assert run_cli("index", str(corpus)).returncode == 0
     total, evaluated, _ = _second_turn(corpus, warm=False)
@@ -55,3 +79,19 @@ def test_the_next_turn_reuses_the_conversation_so_far(home: Path, corpus: Path) 
     # it, that turn (its question and answer) is reused too.
     assert turn > 10 and reused_cold > 50, (reused_cold, turn)
     assert reused_warm >= reused_cold + turn, (reused_cold, reused_warm, turn)
+
+
+def test_a_catalog_entry_says_how_many_turns() -> None:
+    import yaml
+
+    from hydra_rag.catalog.parse import parse_catalog
+    from hydra_rag.errors import ConfigError
+
+    def model(**extra: object) -> str:
+        return yaml.safe_dump({"models": [{"id": "m", "file": "m.gguf", **extra}]})
+
+    assert parse_catalog(model(turns=2), "c.yaml").models["m"].turns == 2
+    assert parse_catalog(model(), "c.yaml").models["m"].turns == -1  # all, as before
+    assert get_model("smollm2-135m").turns == 0
+    with pytest.raises(ConfigError, match="field 'turns' must be -1 \\(all\\) or a number"):
+        parse_catalog(model(turns=-2), "c.yaml")

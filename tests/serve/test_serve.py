@@ -144,6 +144,10 @@ def served_home(session_home: Path, tmp_path_factory: pytest.TempPathFactory
     home = tmp_path_factory.mktemp("serve-home")
     (home / "data").mkdir()
     (home / "data" / "models").symlink_to((session_home / "data" / "models").resolve())
+    # Prompts carry earlier turns, as with a model whose catalog entry has them (the default
+    # model's has none): what a request's history puts in the prompt is seen.
+    (home / "config").mkdir()
+    (home / "config" / "config.yaml").write_text("chat_turns: 4\n")
     yield home
     run_cli("sidecars", "stop", "--all", env={"HYDRA_RAG_HOME": str(home)})
 
