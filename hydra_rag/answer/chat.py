@@ -120,6 +120,7 @@ class Chat:
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "turns": []}
         self.last: TurnResult | None = None
         self.hinted = False  # the larger model's hint is given once a chat
+        self.said_turns = False  # that earlier turns are left out, said once a chat
         # Questions asked before this chat (an MCP client's conversation): searched with, like
         # the history's, but not sent to the model, having no answers.
         self.earlier: list[str] = []
@@ -137,6 +138,8 @@ class Chat:
 
     def close(self) -> None:
         self._stop.set()
+        if self.searcher is not None:
+            self.searcher.close()  # its loop's thread, now, not when it is collected
 
     @property
     def history(self) -> list[Turn]:
@@ -306,6 +309,15 @@ class Chat:
                           **({"first_token_s": round(first[0] - start, 3)} if first else {}),
                           "total_s": round(end - start, 3)}
         result.notes += self.warnings  # folders skipped, a folder being rebuilt
+        left_out = len(self.history) - len(self.turns_sent())
+        if left_out > 0 and not self.said_turns:
+            self.said_turns = True
+            n = self.settings.chat_turns if self.settings.chat_turns >= 0 else self.model.turns
+            result.notes.append(
+                f"{left_out} earlier turn(s) were not sent to the model: "
+                + (f"{self.model.id} answers better without them (its catalog entry: turns: "
+                   f"{n})" if self.settings.chat_turns < 0 else f"chat_turns is {n}")
+                + "; follow-ups are still searched with the question before")
         if prompt.dropped_sources or prompt.dropped_turns:
             result.notes.append(f"to fit the model's context, {prompt.dropped_sources} passage(s) "
                                 f"and {prompt.dropped_turns} earlier turn(s) were left out")
@@ -325,18 +337,20 @@ class Chat:
         return result
 
     def warm_next(self) -> threading.Thread | None:
-        """Have the chat sidecar evaluate the conversation so far (system prompt and turns, as
-        the next turn's prompt starts) in the background, while the answer is read: llama.cpp
-        keeps the evaluation of the last prompt and reuses its longest common prefix, so the
-        next turn evaluates only its passages and question, not the turns before it again.
-        (Each turn's passages are not in the later prompts, so without this only the system
-        prompt is reused.) Setting `chat_warm`; one generated token; a failure is silent: the
-        next turn only evaluates more. Not with several servers, where the next turn may go to
-        another one."""
+        """Have the chat sidecar evaluate the conversation so far (system prompt and the turns
+        the next prompt carries) in the background, while the answer is read. llama.cpp keeps
+        the evaluation of the last prompt and reuses its longest common prefix; the last
+        prompt held this turn's passages before its question, and the next one holds the
+        question alone, so without this the next turn evaluates this turn again (~100 tokens
+        with the default model; the turns before it are reused either way). Setting
+        `chat_warm`; one token generated; a failure is silent: the next turn only evaluates
+        more. Only for the local sidecar of a model that carries earlier turns, not where a
+        follow-up's rewrite (`follow_up: rewrite`) evaluates another prompt in between."""
         sidecar = self.sidecar
         turns = self.turns_sent()
-        if not self.settings.chat_warm or sidecar is None or sidecar.more or not turns:
-            return None  # (without earlier turns, llama.cpp reuses the system prompt anyway)
+        if (not self.settings.chat_warm or sidecar is None or sidecar.more or self.model.url
+                or self.settings.follow_up == "rewrite" or not turns):
+            return None
         messages = build_prompt("", [], turns, self.count, self.budget(),
                                 system=self.system, use_context=self.use_rag).messages[:-1]
 

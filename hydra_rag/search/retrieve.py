@@ -451,10 +451,10 @@ class Searcher(TableQueries):
             needles += [(f"term:{t}", t, TERM_MAX + 1) for t in literal_terms(queries[-1])]
         try:
             found = self._runner.run(
-                self._gather(queries, tables, candidates, methods, needles, where))
+                lambda: self._gather(queries, tables, candidates, methods, needles, where))
         except _Moved:
             found = self._runner.run(
-                self._gather(queries, tables, candidates, methods, needles, where))
+                lambda: self._gather(queries, tables, candidates, methods, needles, where))
         ranked = {name: sorted(items, key=lambda kv: -kv[1])[:candidates]
                   for name, items in found.scores.items()
                   # a name in more chunks than TERM_MAX (over every table and folder) tells

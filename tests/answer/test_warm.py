@@ -53,9 +53,12 @@ def test_earlier_turns_as_the_model_or_the_setting_says(home: Path, corpus: Path
     chat = Chat(get_model("smollm2-135m"), [corpus], load_settings(), new=True, save=False,
                 top_k=3, params={"max_tokens": 8, "temperature": 0.0})
     try:
+        notes = []
         for q in ("Which header carries the API key?", "How is a monthly invoice summed?",
                   "Where are tomatoes staked?"):
-            chat.ask(q)
+            notes += [n for n in chat.ask(q).notes if "earlier turn(s) were not sent" in n]
+        # said once a chat, from the second turn on
+        assert len(notes) == 1 and "its catalog entry: turns: 0" in notes[0], notes
         roles = [m["role"] for m in chat.prompt("And then?", []).messages]
         assert roles == ["system", "user"]  # smollm2-135m: turns: 0
         assert chat.warm_next() is None  # nothing to evaluate ahead beyond the system prompt
