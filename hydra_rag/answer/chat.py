@@ -245,11 +245,14 @@ class Chat:
         return build_prompt(question, sources, self.turns_sent(), self.count, self.budget(),
                             system=self.system, use_context=self.use_rag)
 
+    def turn_limit(self) -> int:
+        """How many earlier turns a prompt may carry: `chat_turns`, or where that is -1 the
+        model's catalog entry (`turns`; -1: all, as the context allows)."""
+        return self.settings.chat_turns if self.settings.chat_turns >= 0 else self.model.turns
+
     def turns_sent(self) -> list[Turn]:
-        """The earlier turns a prompt carries: the latest `chat_turns`, or as many as the
-        model's catalog entry says (`turns`; -1: all, as the context allows)."""
-        n = self.settings.chat_turns if self.settings.chat_turns >= 0 else self.model.turns
-        history = self.history
+        """The earlier turns a prompt carries: the latest `turn_limit()` of them."""
+        n, history = self.turn_limit(), self.history
         return history if n < 0 else history[len(history) - n:] if n else []
 
     def ask(self, question: str, on_token: Callable[[str], None] = lambda _t: None,
@@ -312,7 +315,7 @@ class Chat:
         left_out = len(self.history) - len(self.turns_sent())
         if left_out > 0 and not self.said_turns:
             self.said_turns = True
-            n = self.settings.chat_turns if self.settings.chat_turns >= 0 else self.model.turns
+            n = self.turn_limit()
             result.notes.append(
                 f"{left_out} earlier turn(s) were not sent to the model: "
                 + (f"{self.model.id} answers better without them (its catalog entry: turns: "
