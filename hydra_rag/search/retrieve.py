@@ -31,6 +31,7 @@ With `rerank` on, a cross-encoder then reorders the first `rerank_top` fused can
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -76,6 +77,11 @@ from hydra_rag.store.loop_thread import LoopThread
 from hydra_rag.store.rebuild import notice as rebuild_notice
 from hydra_rag.store.vectors import recorded as recorded_pending
 
+# After an embedder fails, the folders built with it are searched without vectors (full text and
+# literal lists only) for this long before it is tried again: a sidecar being restarted, or a
+# remote endpoint's blip, costs a searcher (a server's, a chat's) its vectors for a while, not
+# for the rest of its life.
+RETRY_S = 30.0
 FOLLOW_UP_WEIGHT = 0.5  # the lists of the previous question, searched along with a follow-up
 FUSIONS = ("score", "rrf")
 METHODS = ("vector", "bm25")
@@ -206,7 +212,8 @@ class Searcher(TableQueries):
             raise HydraError("no usable index: " + "; ".join(self.warnings))
         self._clients: dict[str, EmbedClient] = {}
         self._entries: dict[str, Embedder | None] = {}
-        self._broken_embedders: set[str] = set()
+        # embedder → (when to try it again, time.monotonic(); its warning) after it failed
+        self._down: dict[str, tuple[float, str]] = {}
         self._sizes: dict[str, tuple[Stamp, int]] = {}
         # Open async tables, reopened when files.db changes (another process re-indexed).
         self._tables: dict[str, tuple[Stamp, Any]] = {}
@@ -231,7 +238,8 @@ class Searcher(TableQueries):
     @property
     def warnings(self) -> list[str]:
         """One line per folder skipped, and per folder searched while it is being rebuilt."""
-        return [*self._skipped, *(w for w in self._rebuilding.values() if w),
+        return [*self._skipped, *(w for _, w in self._down.values()),
+                *(w for w in self._rebuilding.values() if w),
                 *(w for w in self._waiting.values() if w)]
 
     def _covered(self, store: Store, meta: dict[str, Any]) -> None:
@@ -339,12 +347,10 @@ class Searcher(TableQueries):
             for t in tables:
                 if not self._searchable(store, meta_tables, t, stamp):
                     continue
-                eid = meta_tables[t]["embedder"]
-                if eid not in self._broken_embedders:
-                    jobs.append((store, t, eid, stamp))
+                jobs.append((store, t, meta_tables[t]["embedder"], stamp))
         # One embedding request per distinct embedder, shared by every folder built with it.
-        vectors = {eid: loop.run_in_executor(self._pool, self._embed, eid, queries)
-                   if "vector" in methods else no_vectors
+        vectors = {eid: asyncio.ensure_future(self._vectors(eid, queries))
+                   if "vector" in methods and not self._resting(eid) else no_vectors
                    for eid in dict.fromkeys(j[2] for j in jobs)}
         results = await asyncio.gather(
             *[self._search_table(store, t, stamp, vectors[eid], queries, candidates,
@@ -354,17 +360,9 @@ class Searcher(TableQueries):
         )
         out = _Lists()
         for (store, t, eid, _), res in zip(jobs, results, strict=True):
-            if eid in self._broken_embedders:
-                continue
             if isinstance(res, BaseException):
                 if isinstance(res, Exception) and self._moved(store):
                     raise _Moved  # switched to a new generation meanwhile: search that one
-                try:
-                    await vectors[eid]
-                except HydraError as exc:
-                    self._broken_embedders.add(eid)
-                    self._skip(HydraError(f"skipping folders built with {eid}: {exc}"))
-                    continue
                 if isinstance(res, HydraError):
                     self._skip(HydraError(f"skipping {store.root} ({t}): {res}"))
                 elif isinstance(res, Exception):  # a damaged table: LanceDB raises many types
@@ -395,6 +393,30 @@ class Searcher(TableQueries):
                 if fts_hits is not None:
                     out.add(f"bm25{tag}", str(store.root), fts_hits, False, dense)
         return out
+
+    async def _vectors(self, eid: str, queries: list[str]) -> Any:
+        """The queries' vectors from embedder `eid` (in a thread), or None where it failed: with
+        `skip_broken`, its folders are then searched without vectors, with a warning, until
+        RETRY_S have passed; otherwise the failure is the search's error."""
+        try:
+            matrix = await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._embed, eid, queries)
+        except HydraError as exc:
+            if not self.skip_broken:
+                raise HydraError(f"cannot embed the query with {eid}: {exc}") from None
+            reason = str(exc).splitlines()[0]
+            self._down[eid] = (time.monotonic() + RETRY_S, (
+                f"folders built with {eid} searched without vectors (full text only): {reason}; "
+                f"it is tried again after {RETRY_S:g} s"))
+            return None
+        self._down.pop(eid, None)
+        return matrix
+
+    def _resting(self, eid: str) -> bool:
+        """Whether embedder `eid` failed less than RETRY_S ago (its folders go without vectors
+        meanwhile; its warning stays until it answers again)."""
+        down = self._down.get(eid)
+        return down is not None and time.monotonic() < down[0]
 
     def search(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
                candidates: int = CANDIDATES, also: str | None = None,
