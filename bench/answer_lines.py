@@ -142,12 +142,12 @@ def _busy(stop: Any) -> None:
 
 
 def answer_part(chats: dict[str, Any], sets: dict[str, list[dict[str, Any]]],
-                loads: list[bool]) -> None:
-    print("\n## 2. Answers (default settings, temperature 0)")
-    print("| load | median prompt tokens | median first token s | p90 first token s | "
+                loads: list[bool], variants: list[str]) -> None:
+    print("\n## 2. Answers (temperature 0)")
+    print("| variant | load | median prompt tokens | median first token s | p90 first token s | "
           "median total s | answer right |")
-    print("|---|---|---|---|---|---|")
-    for busy in loads:
+    print("|---|---|---|---|---|---|---|")
+    for busy, v in [(b, v) for b in loads for v in variants]:
         stop = multiprocessing.Event()
         worker = multiprocessing.Process(target=_busy, args=(stop,), daemon=True)
         if busy:
@@ -156,9 +156,14 @@ def answer_part(chats: dict[str, Any], sets: dict[str, list[dict[str, Any]]],
             tokens, first, total, right, n = [], [], [], 0, 0
             for project, qs in sets.items():
                 chat = chats[project]
+                base = chat.settings
                 for q in qs:
                     chat.reset()
-                    r = chat.ask(q["question"])
+                    chat.settings = replace(base, **VARIANTS[v])
+                    try:
+                        r = chat.ask(q["question"])
+                    finally:
+                        chat.settings = base
                     n += 1
                     tokens.append(r.usage["prompt_tokens"])
                     first.append(r.timings.get("first_token_s", r.timings["total_s"]))
@@ -169,7 +174,7 @@ def answer_part(chats: dict[str, Any], sets: dict[str, list[dict[str, Any]]],
             if busy:
                 worker.join()
         first.sort()
-        print(f"| {'one core busy' if busy else 'idle'} | {statistics.median(tokens):.0f} | "
+        print(f"| {v} | {'one core busy' if busy else 'idle'} | {statistics.median(tokens):.0f} | "
               f"{statistics.median(first):.2f} | {first[int(0.9 * (len(first) - 1))]:.2f} | "
               f"{statistics.median(total):.2f} | {right / n:.2f} ({right}/{n}) |")
 
@@ -183,6 +188,8 @@ def main() -> None:
     ap.add_argument("-k", type=int, default=5)
     ap.add_argument("--answers", action="store_true", help="part 2: answers with the model")
     ap.add_argument("--load", action="store_true", help="part 2 also with one core busy")
+    ap.add_argument("--answer-variants", default="default",
+                    help="the variants part 2 answers with, each in turn")
     ap.add_argument("--misses", action="store_true", help="list what was sent for each miss")
     args = ap.parse_args()
     os.environ.setdefault("HYDRA_RAG_HOME", str(HERE / ".work" / "home"))
@@ -212,7 +219,8 @@ def main() -> None:
     try:
         prompt_part(chats, sets, args.variants.split(","), args.misses)
         if args.answers:
-            answer_part(chats, sets, [False, True] if args.load else [False])
+            answer_part(chats, sets, [False, True] if args.load else [False],
+                        args.answer_variants.split(","))
     finally:
         for c in chats.values():
             c.close()
