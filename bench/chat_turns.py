@@ -47,16 +47,10 @@ import answer_lines
 import code_corpora
 
 HERE = Path(__file__).resolve().parent
-_EVALUATED = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
-
-
 def evaluated(model: str) -> list[int]:
-    from hydra_rag.models.sidecar import read_record
+    from hydra_rag.models.speeds import prompt_evaluations
 
-    rec = read_record(model)
-    if rec is None:
-        return []
-    return [int(n) for n in _EVALUATED.findall(Path(rec.log).read_text(errors="replace"))]
+    return prompt_evaluations(model)
 
 
 def converse(chat: Any, questions: list[str], pause: float, model: str

@@ -5,7 +5,6 @@ evaluated."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,14 +15,12 @@ from hydra_rag.answer.chat import Chat
 from hydra_rag.catalog import get_model
 from hydra_rag.config import load_settings
 from hydra_rag.models.sidecar import read_record
-
-_EVALUATED = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
+from hydra_rag.models.speeds import prompt_evaluations
 
 
 def _evaluated(model: str) -> list[int]:
-    rec = read_record(model)
-    assert rec is not None
-    return [int(n) for n in _EVALUATED.findall(Path(rec.log).read_text(errors="replace"))]
+    assert read_record(model) is not None
+    return prompt_evaluations(model)
 
 
 def _second_turn(root: Path, warm: bool) -> tuple[int, int, int]:
