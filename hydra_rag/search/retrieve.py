@@ -42,7 +42,7 @@ from typing import Any
 from hydra_rag.catalog import Embedder, get_embedder
 from hydra_rag.config import Settings, chosen_embedder
 from hydra_rag.documents import anchors, text_anchors
-from hydra_rag.errors import HydraError, UsageError
+from hydra_rag.errors import EmbedError, HydraError, UsageError
 from hydra_rag.models.embed import EmbedClient, connect
 from hydra_rag.paths import INDEX_DIR, escape_name, typed_path
 from hydra_rag.search import definitions, rescore, signals
@@ -363,6 +363,8 @@ class Searcher(TableQueries):
             if isinstance(res, BaseException):
                 if isinstance(res, Exception) and self._moved(store):
                     raise _Moved  # switched to a new generation meanwhile: search that one
+                if isinstance(res, EmbedError) and not self.skip_broken:
+                    raise res  # the query could not be embedded (_vectors): said as it is
                 if isinstance(res, HydraError):
                     self._skip(HydraError(f"skipping {store.root} ({t}): {res}"))
                 elif isinstance(res, Exception):  # a damaged table: LanceDB raises many types
@@ -403,7 +405,7 @@ class Searcher(TableQueries):
                 self._pool, self._embed, eid, queries)
         except HydraError as exc:
             if not self.skip_broken:
-                raise HydraError(f"cannot embed the query with {eid}: {exc}") from None
+                raise EmbedError(f"cannot embed the query with {eid}: {exc}") from None
             reason = str(exc).splitlines()[0]
             self._down[eid] = (time.monotonic() + RETRY_S, (
                 f"folders built with {eid} searched without vectors (full text only): {reason}; "

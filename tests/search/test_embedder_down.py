@@ -103,7 +103,7 @@ def test_a_one_off_search_says_the_embedder_failed(corpus: Path, relay: Relay) -
     relay.failing = True
     searcher = Searcher([corpus], replace(load_settings(), embedder_url=relay.url))
     try:
-        with pytest.raises(HydraError, match="cannot embed the query with minilm-l6: .*HTTP 503"):
+        with pytest.raises(HydraError, match="^cannot embed the query with minilm-l6: .*HTTP 503"):
             searcher.search("monthly invoice total", k=3)
     finally:
         searcher.close()
