@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hydra_rag.read.chunk import SECTION_SEP, chunk_text, heading, with_context
+from hydra_rag.read.preamble import without_preamble
 from hydra_rag.read.source import Source, read_source
 from hydra_rag.read.symbols import Reference, Symbol, chunk_spans, language_of, parse
 from hydra_rag.read.walk import Candidate, mostly_long_lines
@@ -181,7 +182,10 @@ def symbols_of(rel: str, text: str, kind: str) -> tuple[list[Symbol], list[Refer
 def embed_input(kind: str, path: str, section: str, text: str,
                 fits: Callable[[str], bool]) -> str:
     """The text the embedder reads for a chunk, from what its row stores (so that a chunk
-    stored before its vector is embedded as one read now would be)."""
+    stored before its vector is embedded as one read now would be); a code chunk without the
+    licence and imports it starts with (hydra_rag.read.preamble)."""
+    if kind == "code":
+        text = without_preamble(text)
     return with_section(heading(kind, path, section), text, fits)
 
 

@@ -26,7 +26,8 @@ from pathlib import PurePosixPath
 # 4: a section's tail is not run on into the next section (_section_start)
 # 5: a code chunk's section is the definition it stands in, and it is embedded and indexed
 #    under its file's path and that section (heading)
-CHUNKER_VERSION = 5
+# 6: a code chunk is embedded without the licence and imports it starts with (read.preamble)
+CHUNKER_VERSION = 6
 TARGET = 1500
 OVERLAP = 200
 HARD = 3000
