@@ -48,7 +48,7 @@ import code_corpora
 
 HERE = Path(__file__).resolve().parent
 def evaluated(model: str) -> list[int]:
-    from hydra_rag.models.speeds import prompt_evaluations
+    from hydra_rag.models.sidecar import prompt_evaluations
 
     return prompt_evaluations(model)
 

@@ -32,7 +32,7 @@ def folders(paths: list[Path] | None, all_: bool = False,
     """The indexed folders a command works on, and whether it is federated (several folders,
     a broken one skipped rather than fatal): the registered ones (`all_`, `tags`), else each
     path's nearest index, else the nearest index at or above the working folder."""
-    from hydra_rag.search.retrieve import find_index_root
+    from hydra_rag.search.folder_state import find_index_root
     from hydra_rag.store import registry
 
     if all_ or tags:
@@ -103,7 +103,7 @@ def within(paths: list[Path] | None) -> tuple[tuple[str, str], ...]:
     """What each `--path` keeps a search to, as `PathFilter.within` takes it: (its folder, the
     file or subfolder relative to it, "" for the folder itself). A path that is neither an
     indexed folder nor an indexed file or folder inside one is an error saying which."""
-    from hydra_rag.search.retrieve import find_index_root
+    from hydra_rag.search.folder_state import find_index_root
     from hydra_rag.store.index_dir import Store
 
     out = []
@@ -130,7 +130,7 @@ def within(paths: list[Path] | None) -> tuple[tuple[str, str], ...]:
 
 def bundle_roots(bundle: Any, warn: Warn = _ignore) -> list[Path] | None:
     """The folders a bundle retrieves from; None when it names none."""
-    from hydra_rag.search.retrieve import find_index_root
+    from hydra_rag.search.folder_state import find_index_root
     from hydra_rag.store import registry
 
     roots: list[Path] = [find_index_root(Path(p)) for p in bundle.rag_index]
@@ -170,7 +170,7 @@ def open_chat(model: str | None = None, rag: list[Path] | None = None, no_rag: b
     from hydra_rag.answer.chat import Chat
     from hydra_rag.catalog import get_model, load_bundles
     from hydra_rag.config import load_settings
-    from hydra_rag.search.retrieve import find_index_root
+    from hydra_rag.search.folder_state import find_index_root
 
     if system and system_file:
         raise UsageError("--system and --system-file exclude each other")

@@ -91,8 +91,8 @@ def outline_(
 ) -> None:
     """The definitions of a file, in line order, indented by nesting; a Markdown file's or a
     document's headings."""
+    from hydra_rag.search.folder_state import find_index_root
     from hydra_rag.search.navigate import outline
-    from hydra_rag.search.retrieve import find_index_root
 
     target = typed_path(file)
     absolute = (target if target.is_absolute() else Path.cwd() / target).resolve()

@@ -151,7 +151,7 @@ def doctor(
 
     root = resolve_root(path) if path else None
     if root is None:
-        from hydra_rag.search.retrieve import find_index_root
+        from hydra_rag.search.folder_state import find_index_root
 
         try:
             root = find_index_root(Path.cwd())

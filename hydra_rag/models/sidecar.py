@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -401,3 +402,21 @@ def clean_stale() -> list[str]:
             _record_path(rec.id).unlink(missing_ok=True)
             gone.append(rec.id)
     return gone
+
+
+# llama.cpp's server logs, for each request, how many prompt tokens it evaluated (the prefix it
+# reused from its cache not among them): "prompt eval time = 75.47 ms / 120 tokens (…)".
+_EVALUATED = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
+
+
+def prompt_evaluations(sidecar_id: str) -> list[int]:
+    """The prompt tokens a running sidecar evaluated for each request so far, in order, as its
+    log says (empty when it is not running or has logged none)."""
+    rec = read_record(sidecar_id)
+    if rec is None:
+        return []
+    try:
+        text = Path(rec.log).read_text(errors="replace")
+    except OSError:
+        return []
+    return [int(n) for n in _EVALUATED.findall(text)]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import time
 from pathlib import Path
@@ -212,22 +211,3 @@ def embed_estimate(chunks: dict[str, int], embedders: dict[str, Any]) -> str:
     took = f"{total / 60:,.0f} min" if total >= 90 else f"{max(total, 1):.0f} s"
     return f"; about {took} to embed {n:,} chunks ({'; '.join(sorted(set(why)))})"
 
-
-# llama.cpp's server logs, for each request, how many prompt tokens it evaluated (the prefix it
-# reused from its cache not among them): "prompt eval time = 75.47 ms / 120 tokens (…)".
-_EVALUATED = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
-
-
-def prompt_evaluations(sidecar_id: str) -> list[int]:
-    """The prompt tokens a running sidecar evaluated for each request so far, in order, as its
-    log says (empty when it is not running or has logged none)."""
-    from hydra_rag.models.sidecar import read_record
-
-    rec = read_record(sidecar_id)
-    if rec is None:
-        return []
-    try:
-        text = Path(rec.log).read_text(errors="replace")
-    except OSError:
-        return []
-    return [int(n) for n in _EVALUATED.findall(text)]

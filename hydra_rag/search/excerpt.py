@@ -64,7 +64,7 @@ def read_excerpt(target: str | Path, start: int | None = None, end: int | None =
     folders. With a `scope`, only files of those folders are read. A document's lines are
     those of its extracted text, and `page` gives one page (slide, chapter) of it."""
     from hydra_rag.read.chunk import section_at
-    from hydra_rag.search.retrieve import find_index_root
+    from hydra_rag.search.folder_state import find_index_root
     from hydra_rag.store.index_dir import Store
 
     if start is not None and start < 1:
@@ -177,7 +177,7 @@ def _locate(target: str, scope: list[Path] | None, base: Path) -> Path:
     roots = list(scope or [])
     if not scope and not Path(target).expanduser().is_absolute():
         try:
-            from hydra_rag.search.retrieve import find_index_root
+            from hydra_rag.search.folder_state import find_index_root
 
             roots.append(find_index_root(base))
         except HydraError:

@@ -44,11 +44,11 @@ from hydra_rag.config import Settings, chosen_embedder
 from hydra_rag.documents import anchors, text_anchors
 from hydra_rag.errors import EmbedError, HydraError, UsageError
 from hydra_rag.models.embed import EmbedClient, connect
-from hydra_rag.paths import INDEX_DIR, escape_name, typed_path
 from hydra_rag.search import definitions, rescore, signals
 from hydra_rag.search.definitions import wanted
 from hydra_rag.search.evidence import best_lines
 from hydra_rag.search.files import FileHit, distinct_spans, group
+from hydra_rag.search.folder_state import pointer, vector_coverage, vectors_notice
 from hydra_rag.search.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
     CANDIDATES,
     CODE_DENSE_WEIGHT,
@@ -75,7 +75,6 @@ from hydra_rag.store.index_dir import TABLES, Store
 from hydra_rag.store.lexical import Analysis
 from hydra_rag.store.loop_thread import LoopThread
 from hydra_rag.store.rebuild import notice as rebuild_notice
-from hydra_rag.store.vectors import recorded as recorded_pending
 
 # After an embedder fails, the folders built with it are searched without vectors (full text and
 # literal lists only) for this long before it is tried again: a sidecar being restarted, or a
@@ -92,33 +91,7 @@ class _Moved(Exception):
     """A table failed while its folder switched to a new generation of its index."""
 
 
-
-
-def _pointer(store: Store) -> tuple[int, int]:
-    """meta.yaml's identity: it changes with every index run, and with a rebuild's switch."""
-    try:
-        st = store.meta_path.stat()
-    except OSError:
-        return (-1, -1)
-    return st.st_ino, st.st_mtime_ns
-
-
 _key = key_of
-
-
-def find_index_root(start: Path) -> Path:
-    """The nearest folder at or above `start` that has a `.hydra-index`."""
-    start = typed_path(start).resolve()
-    if not start.exists():  # not the index of some folder above a typo
-        raise HydraError(f"{escape_name(str(start))}: no such file or folder")
-    for folder in (start, *start.parents):
-        if (folder / INDEX_DIR / "meta.yaml").is_file():
-            return folder
-    raise HydraError(
-        f"no index at or above {start} — run `hydra-rag index {start}` first"
-    )
-
-
 
 
 @dataclass
@@ -198,7 +171,7 @@ class Searcher(TableQueries):
                 store = Store(root)
                 if not root.is_dir():
                     raise HydraError(f"{root} is gone (moved or deleted)")
-                self._pointers[root] = _pointer(store)
+                self._pointers[root] = pointer(store)
                 meta = store.read_meta()
                 if not meta:
                     raise HydraError(f"{root} has no index — run `hydra-rag index {root}`")
@@ -266,9 +239,9 @@ class Searcher(TableQueries):
         among them), read it again and follow it to the generation it names. Notes a rebuild
         in progress. Two stats when nothing changed."""
         store, tables = self.stores[i]
-        pointer = _pointer(store)
-        if pointer != self._pointers.get(store.root):
-            self._pointers[store.root] = pointer
+        now = pointer(store)
+        if now != self._pointers.get(store.root):
+            self._pointers[store.root] = now
             fresh = Store(store.root)
             try:
                 meta = fresh.read_meta()
@@ -285,7 +258,7 @@ class Searcher(TableQueries):
 
     def _moved(self, store: Store) -> bool:
         """Whether meta.yaml changed since `store` was followed (a switch during a search)."""
-        return _pointer(store) != self._pointers.get(store.root)
+        return pointer(store) != self._pointers.get(store.root)
 
     def _client(self, embedder_id: str) -> EmbedClient:
         if embedder_id not in self._clients:
@@ -594,28 +567,3 @@ class Searcher(TableQueries):
 def _close(runner: LoopThread, pool: ThreadPoolExecutor) -> None:
     pool.shutdown(wait=False)
     runner.close()
-
-
-def vector_coverage(store: Store, meta: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    """While an index run's second phase embeds (hydra_rag.index.vectors): per table, how many
-    chunks have their vector and how many there are; {} when every chunk has one."""
-    waiting = recorded_pending(meta)
-    if not waiting:
-        return {}
-    try:
-        totals = store.file_list.chunk_totals()
-    except HydraError:
-        return {}
-    return {t: (max(0, totals.get(t, 0) - waiting.get(t, 0)), totals.get(t, 0)) for t in TABLES}
-
-
-def vectors_notice(coverage: dict[str, tuple[int, int]], root: Path) -> str:
-    """The line a search says while vectors arrive; "" when every chunk has one."""
-    if not coverage:
-        return ""
-    have = sum(h for h, _ in coverage.values())
-    total = sum(n for _, n in coverage.values())
-    if not total:  # a first run's first batch is not stored yet
-        return f"{root}: being indexed, no file stored yet; search again in a moment"
-    return (f"{root}: vectors for {have:,} of {total:,} chunks; results improve as they "
-            "arrive (names, exact strings and words search every chunk)")

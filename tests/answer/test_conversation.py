@@ -14,8 +14,7 @@ from conftest import run_cli
 from hydra_rag.answer.chat import Chat
 from hydra_rag.catalog import get_model
 from hydra_rag.config import load_settings
-from hydra_rag.models.sidecar import read_record
-from hydra_rag.models.speeds import prompt_evaluations
+from hydra_rag.models.sidecar import prompt_evaluations, read_record
 
 
 def _evaluated(model: str) -> list[int]:
