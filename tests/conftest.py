@@ -114,6 +114,16 @@ def wait_listening(port: int, proc: subprocess.Popen[Any], output: Callable[[], 
     raise AssertionError(f"serve did not listen within {seconds:.0f} s:\n{output()}")
 
 
+def send_json(handler: Any, status: int, payload: Any) -> None:
+    """An http.server handler's answer: `payload` as a JSON body with `status`."""
+    raw = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(raw)))
+    handler.end_headers()
+    handler.wfile.write(raw)
+
+
 def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
     """Create files (text or bytes) under root; returns root."""
     for rel, content in files.items():

@@ -210,4 +210,3 @@ def embed_estimate(chunks: dict[str, int], embedders: dict[str, Any]) -> str:
     n = sum(chunks.values())
     took = f"{total / 60:,.0f} min" if total >= 90 else f"{max(total, 1):.0f} s"
     return f"; about {took} to embed {n:,} chunks ({'; '.join(sorted(set(why)))})"
-

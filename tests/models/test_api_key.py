@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import run_cli, send_json
 from hydra_rag.catalog import parse_catalog
 from hydra_rag.errors import ConfigError
 
@@ -303,12 +303,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
         else:
             status, answer = 200, {"data": [{"index": i, "embedding": [1.0] + [0.0] * 383}
                                             for i in range(len(body["input"]))]}
-        raw = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+        send_json(self, status, answer)
 
     def log_message(self, *args: Any) -> None:
         pass

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, send_json
 from hydra_rag.catalog import get_embedder
 from hydra_rag.config import load_settings
 from hydra_rag.errors import HydraError
@@ -41,16 +41,11 @@ class Relay:
                 relay.requests += 1
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if relay.failing:
-                    out, status = b'{"error": "loading model"}', 503
+                    send_json(self, 503, {"error": "loading model"})
                 else:
                     vectors = sidecar._post(list(body["input"]))
-                    out, status = json.dumps({"data": [
-                        {"index": i, "embedding": v} for i, v in enumerate(vectors)]}).encode(), 200
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                    send_json(self, 200, {"data": [
+                        {"index": i, "embedding": v} for i, v in enumerate(vectors)]})
 
             def log_message(self, *_: Any) -> None:
                 pass
