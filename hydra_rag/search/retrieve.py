@@ -215,6 +215,11 @@ class Searcher(TableQueries):
                 *(w for w in self._rebuilding.values() if w),
                 *(w for w in self._waiting.values() if w)]
 
+    @property
+    def skipped(self) -> list[str]:
+        """The folders left out (no index, damaged, gone), one line each."""
+        return list(self._skipped)
+
     def _covered(self, store: Store, meta: dict[str, Any]) -> None:
         """Note how far a folder's vectors are (an index run's second phase)."""
         self._coverage[store.root] = vector_coverage(store, meta)

@@ -4,12 +4,18 @@ list — what the MCP tools, the HTTP routes and the web page do, each once, her
 Searchers are kept open between requests (tables, caches and embedding clients stay warm) in
 a small pool, so that searches of several clients run side by side. A request may narrow the
 scope (`paths`, `tag`) but never widen it: a folder outside the scope is an error.
+
+A scope of the registered folders (the default, `--all`, `--tag`) follows the registry while the
+server runs: a folder indexed, tagged or forgotten later is in or out of the next request, as
+it would be for a new server. A pooled searcher that skipped a folder (no index yet, damaged)
+is made again after RETRY_S, so that the folder is tried again.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +31,7 @@ MAX_K = 50
 GROUPS = ("chunk", "file")  # search results as passages, or as files with their best passages
 MAX_QUERY_CHARS = 2_000
 STATUS_PATHS = 50  # paths per list (added, changed…) a status answer carries
+RETRY_S = 30.0  # how long a pooled searcher that skipped a folder is used before it is remade
 
 
 class Scope:
@@ -35,12 +42,64 @@ class Scope:
                  tags: list[str] | None = None, searchers: int = 2) -> None:
         if not paths and not tags:
             all_ = True
-        self.roots, self.federated = api.folders(paths, all_, tags)
-        self.names = store_names(self.roots)
-        self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
+        self._roots, self.federated = api.folders(paths, all_, tags)
+        self.names = store_names(self._roots)
+        # The registry's choice (all_, tags) that the roots follow; None for paths given.
+        self._chosen = (all_, list(tags or [])) if all_ or tags else None
+        self._seen = self._registry_stamp()
+        # Idle searchers: (searcher, generation, when made). A change of the roots starts a
+        # new generation; a searcher of an older one is closed when it comes back.
+        self._idle: queue.LifoQueue[tuple[Any, int, float]] = queue.LifoQueue()
+        self._generation = 0
         self._made = 0
         self._max = max(1, searchers)
         self._lock = threading.Lock()
+
+    @property
+    def roots(self) -> list[Path]:
+        """The scope's folders as they are now (see _refresh)."""
+        self._refresh()
+        return self._roots
+
+    @staticmethod
+    def _registry_stamp() -> tuple[int, int] | None:
+        from hydra_rag.paths import dirs
+
+        try:
+            st = dirs().registry.stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _refresh(self) -> None:
+        """Follow the registry (a stat when it did not change): the folders registered, or
+        tagged, now."""
+        if self._chosen is None or self._registry_stamp() == self._seen:
+            return
+        from hydra_rag.store import registry
+
+        with self._lock:
+            stamp = self._registry_stamp()
+            if stamp == self._seen:
+                return
+            self._seen = stamp
+            roots = [Path(p) for p in registry.select(*self._chosen)]
+            if roots == self._roots:
+                return
+            self._roots, self.names = roots, store_names(roots)
+            self._generation += 1
+            self._made = 0
+            while not self._idle.empty():
+                self._idle.get()[0].close()
+
+    def _require(self) -> list[Path]:
+        """The folders, or the error of a scope left with none (every one forgotten)."""
+        roots = self.roots
+        if not roots and self._chosen is not None:
+            from hydra_rag.store import registry
+
+            registry.chosen(*self._chosen)  # says what is missing and how to index one
+        return roots
 
     # -- folders ---------------------------------------------------------------------------
 
@@ -48,7 +107,7 @@ class Scope:
         """The scope's folders a request asks for; a folder outside the scope is an error."""
         from hydra_rag.store import registry
 
-        roots = self.roots
+        roots = self._require()
         if paths:
             wanted = []
             for p in paths:
@@ -85,23 +144,54 @@ class Scope:
         from hydra_rag.config import load_settings
         from hydra_rag.search.retrieve import Searcher
 
-        if roots != self.roots:
+        with self._lock:
+            pooled = roots == self._roots
+        if not pooled:
             searcher = Searcher(roots, load_settings(), skip_broken=True)
             try:
                 yield searcher
             finally:
                 searcher.close()
             return
-        with self._lock:
-            make = self._idle.empty() and self._made < self._max
+        while True:
+            with self._lock:
+                make = self._idle.empty() and self._made < self._max
+                if make:
+                    self._made += 1
+                generation, roots = self._generation, self._roots
             if make:
-                self._made += 1
-        searcher = (Searcher(self.roots, load_settings(), skip_broken=True) if make
-                    else self._idle.get())
+                try:
+                    entry = (Searcher(roots, load_settings(), skip_broken=True), generation,
+                             time.monotonic())
+                except BaseException:
+                    with self._lock:
+                        if generation == self._generation:
+                            self._made -= 1
+                    raise
+                break
+            try:  # a wait for one in use, checking now and then whether one may be made
+                entry = self._idle.get(timeout=0.5)
+                break
+            except queue.Empty:
+                continue
         try:
-            yield searcher
+            yield entry[0]
         finally:
-            self._idle.put(searcher)
+            self._give_back(entry)
+
+    def _give_back(self, entry: tuple[Any, int, float]) -> None:
+        """Back to the pool; closed instead if the roots changed since it was made, or if it
+        skipped a folder RETRY_S ago or more (made again, it tries that folder again)."""
+        searcher, generation, made = entry
+        with self._lock:
+            current = generation == self._generation
+            stale = bool(searcher.skipped) and time.monotonic() - made >= RETRY_S
+            if current and not stale:
+                self._idle.put(entry)
+                return
+            if current:
+                self._made -= 1
+        searcher.close()
 
     def search(self, query: str, k: int = 10, paths: list[str] | None = None,
                tag: str | None = None, mode: str = "hybrid", glob: list[str] | None = None,
@@ -280,7 +370,7 @@ class Scope:
 
     def close(self) -> None:
         while not self._idle.empty():
-            self._idle.get().close()
+            self._idle.get()[0].close()
 
 
 def turn_json(result: Any) -> dict[str, Any]:

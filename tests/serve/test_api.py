@@ -70,3 +70,54 @@ def test_status_of_a_folder_that_went_away(home: Path, tmp_path: Path) -> None:
         assert docs[str(two)]["state"] == "current" and docs[str(two)]["problem"] is None
     finally:
         s.close()
+
+
+def test_a_scope_of_tagged_folders_follows_the_registry(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server started with --tag (or --all, the default) sees a folder indexed or tagged
+    # after it started, and stops seeing one untagged, without a restart.
+    import uuid
+
+    from conftest import write_tree
+    from hydra_rag.serve import scope as scope_module
+
+    tag = f"live-{uuid.uuid4().hex[:8]}"
+    one = write_tree(tmp_path / "one", {"a.md": "# Lighthouses\n\nThe keeper trims the wick.\n"})
+    two = write_tree(tmp_path / "two", {"b.md": "# Beekeeping\n\nSmoke calms the hive.\n"})
+    assert run_cli("index", str(one), "--tag", tag).returncode == 0
+    s = Scope(tags=[tag])
+    try:
+        assert s.roots == [one]
+        assert s.search("keeper wick")["results"][0]["path"] == "a.md"
+        with pytest.raises(UsageError, match="not a folder of this server's scope"):
+            s.search("hive", paths=[str(two)])
+        assert run_cli("index", str(two), "--tag", tag).returncode == 0
+        found = s.search("smoke calms the hive", k=3)
+        assert found["results"][0]["path"] == "b.md"
+        assert found["results"][0]["store_name"] == "two"
+        assert {r["path"] for r in s.stores()} == {str(one), str(two)}
+        assert s.search("hive", paths=["two"])["results"]
+        assert run_cli("stores", "untag", str(one), tag).returncode == 0
+        assert s.roots == [two]
+        assert all(r["store"] == str(two) for r in s.search("keeper wick", k=5)["results"])
+        assert run_cli("stores", "untag", str(two), tag).returncode == 0
+        with pytest.raises(HydraError, match=f"no folders tagged {tag}"):
+            s.search("hive")
+    finally:
+        s.close()
+
+    # A folder skipped when a pooled searcher was made (its index away) is tried again.
+    monkeypatch.setattr(scope_module, "RETRY_S", 0.0)
+    for f in (one, two):
+        assert run_cli("stores", "tag", str(f), tag).returncode == 0
+    (two / ".hydra-index").rename(tmp_path / "away")
+    s = Scope(tags=[tag])
+    try:
+        first = s.search("smoke calms the hive", k=3)
+        assert any("has no index" in w for w in first["warnings"])
+        assert all(r["store"] == str(one) for r in first["results"])
+        (tmp_path / "away").rename(two / ".hydra-index")
+        again = s.search("smoke calms the hive", k=3)
+        assert again["warnings"] == [] and again["results"][0]["path"] == "b.md"
+    finally:
+        s.close()
