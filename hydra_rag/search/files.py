@@ -5,14 +5,14 @@ A file's score is its best chunk's plus SECOND times its second best's. A file w
 passages might be likelier the one asked about than one with a single passage as strong, but
 measured it was not (SECOND), and a long file's many weak passages must never add up past a
 short file's decisive one (a sum would rank files by length). The files of a name's
-definitions stay first. Overlapping chunks of one file never take two places: a chunk whose
-lines overlap a better one's of the same file is not shown (`distinct_spans`).
+definitions stay first. The same lines of one file never take two places: a chunk whose lines
+overlap a better one's of the same file is shown without them (`distinct_spans`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hydra_rag.search.hits import Hit
 
@@ -33,22 +33,46 @@ class FileHit:
     passages: list[Hit] = field(default_factory=list)
 
 
-def _overlaps(a: Hit, b: Hit) -> bool:
-    return a.store == b.store and a.path == b.path and a.line_start <= b.line_end \
-        and b.line_start <= a.line_end
+def _uncovered(h: Hit, better: list[Hit]) -> Hit | None:
+    """`h` less the lines that better hits of its file already show: its longest run of lines
+    none of them holds (None if there is none). Neighbouring chunks share about 200 characters;
+    dropping a chunk for those would hide the rest of its lines, which no other hit shows."""
+    first, last = h.line_start, h.line_end
+    covered = [(o.line_start, o.line_end) for o in better
+               if o.line_start <= last and first <= o.line_end]
+    if not covered:
+        return h
+    free, run = (0, -1), None
+    for n in range(first, last + 2):
+        if n <= last and not any(a <= n <= b for a, b in covered):
+            run = run or (n, n)
+            run = (run[0], n)
+            continue
+        if run is not None and run[1] - run[0] > free[1] - free[0]:
+            free = run
+        run = None
+    if free[1] < free[0]:
+        return None
+    lines = h.text.splitlines(keepends=True)
+    if len(lines) != last - first + 1:  # a piece of an over-long line: not cut by lines
+        return None
+    text = "".join(lines[free[0] - first: free[1] - first + 1])
+    return replace(h, line_start=free[0], line_end=free[1], text=text)
 
 
 def distinct_spans(hits: Iterable[Hit]) -> list[Hit]:
-    """The hits in their order, less each one whose lines overlap a better hit's of the same
-    file (the 200-character overlap of neighbouring chunks, the same lines twice)."""
+    """The hits in their order, each less the lines a better hit of the same file shows (the
+    200-character overlap of neighbouring chunks): the same lines never take two places. A hit
+    whose lines are all shown already is left out."""
     kept: list[Hit] = []
     seen: dict[tuple[str, str], list[Hit]] = {}
     for h in hits:
         mine = seen.setdefault((h.store, h.path), [])
-        if any(_overlaps(h, other) for other in mine):
+        part = _uncovered(h, mine)
+        if part is None:
             continue
-        mine.append(h)
-        kept.append(h)
+        mine.append(part)
+        kept.append(part)
     return kept
 
 

@@ -1,6 +1,8 @@
 """The ranking signals for code, the file grouping and centrality: pure functions, tables of
 cases."""
 
+from dataclasses import replace
+
 import pytest
 
 from hydra_rag.search import signals
@@ -115,18 +117,34 @@ def test_names_inside_a_question() -> None:
 
 
 def _hit(path: str, a: int, b: int, score: float, cid: str) -> Hit:
-    return Hit("/f", path, "code", a, b, "x", score, {}, cid)
+    text = "".join(f"line {n}\n" for n in range(a, b + 1))
+    return Hit("/f", path, "code", a, b, text, score, {}, cid)
 
 
-def test_overlapping_chunks_take_one_place() -> None:
+def test_overlapping_chunks_show_their_lines_once() -> None:
     hits = [_hit("a.py", 1, 40, 0.9, "1"), _hit("a.py", 38, 80, 0.8, "2"),
-            _hit("b.py", 1, 40, 0.7, "3"), _hit("a.py", 81, 120, 0.6, "4")]
-    assert [h.id for h in distinct_spans(hits)] == ["1", "3", "4"]
+            _hit("b.py", 1, 40, 0.7, "3"), _hit("a.py", 81, 120, 0.6, "4"),
+            _hit("a.py", 10, 30, 0.5, "5"), _hit("a.py", 95, 130, 0.4, "6"),
+            _hit("a.py", 140, 140, 0.3, "7")]
+    hits[-1] = replace(hits[-1], text="a piece of an over-long line")
+    kept = distinct_spans(hits)
+    # the second chunk less the lines the first shows; the fifth is all shown already
+    assert [(h.id, h.line_start, h.line_end) for h in kept] == [
+        ("1", 1, 40), ("2", 41, 80), ("3", 1, 40), ("4", 81, 120), ("6", 121, 130),
+        ("7", 140, 140)]
+    assert kept[1].text.splitlines()[0] == "line 41" and kept[1].text.endswith("line 80\n")
+    assert kept[1].score == 0.8 and kept[1].id == "2"
+    # a better chunk inside a longer one: the longer run of lines left is shown
+    inner = distinct_spans([_hit("c.py", 5, 10, 0.9, "a"), _hit("c.py", 1, 40, 0.8, "b")])
+    assert [(h.line_start, h.line_end) for h in inner] == [(5, 10), (11, 40)]
+    # a piece of an over-long line that a better hit covers is not shown twice
+    long_line = [_hit("d.py", 5, 5, 0.9, "a"), replace(_hit("d.py", 5, 5, 0.8, "b"), text="x")]
+    assert [h.id for h in distinct_spans(long_line)] == ["a"]
 
 
 def test_files_are_ranked_from_all_their_evidence() -> None:
     hits = [_hit("one.py", 1, 10, 1.0, "1"), _hit("two.py", 1, 10, 0.95, "2"),
-            _hit("two.py", 20, 30, 0.9, "3"), _hit("one.py", 5, 12, 0.5, "4")]
+            _hit("two.py", 20, 30, 0.9, "3"), _hit("one.py", 5, 10, 0.5, "4")]
     files = group(hits, second=0.2)
     # two.py: 0.95 + 0.2 · 0.9 beats one.py's single passage (its second overlaps the first)
     assert [f.path for f in files] == ["two.py", "one.py"]
