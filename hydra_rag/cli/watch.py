@@ -123,7 +123,11 @@ def watch(
              else out).print(
                 line, markup=False, highlight=False)
 
-    w = Watch(roots, load_settings(), emit, include, exclude)
+    def follow() -> list[Path]:  # the registry's choice now: new folders are watched too
+        return [Path(p) for p in registry.select(all_, tag)]
+
+    w = Watch(roots, load_settings(), emit, include, exclude,
+              follow=follow if all_ or tag else None)
     interrupted = ""
     with _stops(w):
         try:

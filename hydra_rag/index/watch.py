@@ -24,6 +24,7 @@ from hydra_rag.index import IndexReport, Progress, index_folder, resolve_root
 from hydra_rag.locks import file_lock, lock_holder
 from hydra_rag.paths import INDEX_DIR
 from hydra_rag.read.source import walker
+from hydra_rag.store import registry
 
 QUIET_S = 0.3  # a batch is indexed once no event came for this long (editors save in ms)
 GATHER_MAX_S = 10.0  # … or after this long, while a burst goes on (the rest is the next batch)
@@ -138,9 +139,14 @@ class Watch:
 
     def __init__(self, roots: list[Path], settings: Settings, emit: Emit,
                  include: list[str] | None = None, exclude: list[str] | None = None,
-                 quiet_s: float = QUIET_S, force_polling: bool = False) -> None:
+                 quiet_s: float = QUIET_S, force_polling: bool = False,
+                 follow: Callable[[], list[Path]] | None = None) -> None:
         if not roots:
             raise HydraError("no folder to watch")
+        # The registry's folders (--all, --tag) as they are now: with it, a folder registered
+        # or tagged later is watched too, and one forgotten or untagged is let go.
+        self.follow = follow
+        self._registry = registry.stamp()
         self.settings = settings
         self.emit = emit
         # None: each folder's own selection, as its last `index` run recorded it
@@ -153,6 +159,8 @@ class Watch:
             ident = _ident(root)
             assert ident is not None  # resolve_root checked it is a folder
             self.folders.setdefault(root, _Folder(root, ident))
+        self._locks: dict[Path, ExitStack] = {}  # each folder's watch.lock, held
+        self._declined: set[Path] = set()  # folders left out, said once (see _claim)
         self._notifier: _Notifier | None = None
         self.stopping = threading.Event()
         self.indexing = False  # a run is in progress
@@ -168,36 +176,57 @@ class Watch:
 
     def run(self) -> None:
         """Watch until `stop()`."""
-        with ExitStack() as held:
-            self._claim(held)
+        try:
+            self._claim(list(self.folders))
+            if not self.folders:
+                raise HydraError("no folder left to watch (see the warnings above)")
             self._watch()
+        finally:
+            for held in self._locks.values():
+                held.close()
 
-    def _claim(self, held: ExitStack) -> None:
+    def _claim(self, roots: list[Path]) -> None:
         """One watch per folder: a second would only repeat the first one's runs. A folder
         another watch holds is left to it, with a warning."""
-        for root in list(self.folders):
+        for root in roots:
             path = root / INDEX_DIR / "watch.lock"
+            held = ExitStack()
             try:
                 got = held.enter_context(file_lock(path))
             except OSError as exc:
                 raise HydraError(f"cannot create {path.parent}: {exc.strerror}") from None
+            if got:
+                self._locks[root] = held
+            else:
+                held.close()
+            said = root in self._declined  # a followed registry offers it again at each change
+            self._declined.add(root)
             if not got:
-                del self.folders[root]
-                self.emit(WatchEvent("warning", str(root), "already watched by another "
-                                     f"`hydra-rag watch` (pid {lock_holder(path) or '?'}); "
-                                     "left to it"))
+                self._let_go(root)
+                if not said:
+                    self.emit(WatchEvent("warning", str(root), "already watched by another "
+                                         f"`hydra-rag watch` (pid {lock_holder(path) or '?'}); "
+                                         "left to it"))
             elif self._selection_known(root):
+                self._declined.discard(root)
                 f = self.folders[root]
                 f.outer = {p: _stat(p) for p in walker(root, None, None, self.settings).outer_files}
             else:
-                del self.folders[root]
-                self.emit(WatchEvent("warning", str(root), (
-                    "its index does not record the --include/--exclude it was made with (it "
-                    "predates that), and watching with none could take in files it leaves out: "
-                    f"run `hydra-rag index {root}` once, with the same --include/--exclude as "
-                    "before if any, then watch it; or pass them to watch")))
-        if not self.folders:
-            raise HydraError("no folder left to watch (see the warnings above)")
+                self._let_go(root)
+                if not said:
+                    self.emit(WatchEvent("warning", str(root), (
+                        "its index does not record the --include/--exclude it was made with "
+                        "(it predates that), and watching with none could take in files it "
+                        f"leaves out: run `hydra-rag index {root}` once, with the same "
+                        "--include/--exclude as before if any, then watch it; or pass them to "
+                        "watch")))
+
+    def _let_go(self, root: Path) -> None:
+        """Stop watching a folder: forget it and release its watch.lock."""
+        self.folders.pop(root, None)
+        held = self._locks.pop(root, None)
+        if held is not None:
+            held.close()
 
     def _selection_known(self, root: Path) -> bool:
         """Whether the run would use a known selection: given to watch, recorded by the last
@@ -229,6 +258,7 @@ class Watch:
                     self._route(changes)
                 self._check_outer()
                 self._check_folders()
+                self._check_registry()
                 self._run_due()
         finally:
             self._close()
@@ -389,17 +419,49 @@ class Watch:
         if not gone:
             return
         for f in gone:
-            del self.folders[f.root]
+            self._let_go(f.root)
             self.emit(WatchEvent("warning", str(f.root), "the folder was moved or deleted; no "
                                  "longer watched (its index, if it still exists, is not updated)"))
         if not self.folders:
             raise HydraError("every watched folder was moved or deleted; nothing left to watch")
-        # Events of the folders left may have been in the old notifier: look at them all again.
+        self._reopen()
+
+    def _reopen(self) -> None:
+        """A new notifier for the folders now watched. Events of the folders may have been in
+        the old one: each is looked at again (a walk that finds nothing changed reads no file)."""
         self._close()
         self._open()
         for f in self.folders.values():
             if f.due is None:
                 f.due = time.monotonic()
+
+    def _check_registry(self) -> None:
+        """With `follow`: a folder registered or tagged since is watched from now on (indexed
+        first, as at start), one forgotten or untagged is let go. A registered folder that is
+        not there is left alone (`hydra-rag stores prune` forgets it)."""
+        if self.follow is None or registry.stamp() == self._registry:
+            return
+        self._registry = registry.stamp()
+        wanted: dict[Path, tuple[int, int]] = {}
+        for p in self.follow():
+            ident = _ident(p)
+            if ident is not None:
+                wanted[p.resolve()] = ident
+        gone = [r for r in self.folders if r not in wanted]
+        new = [r for r in wanted if r not in self.folders]
+        if not gone and not new:
+            return
+        for root in gone:
+            self._let_go(root)
+            self.emit(WatchEvent("warning", str(root), "no longer registered with what this "
+                                 "watch follows (forgotten or untagged); no longer watched"))
+        for root in new:
+            self.folders[root] = _Folder(root, wanted[root])
+        self._claim(new)
+        if not self.folders:
+            raise HydraError("no registered folder left to watch")
+        self._reopen()
+        self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
 
     def _open(self) -> None:
         from watchfiles._rust_notify import RustNotify

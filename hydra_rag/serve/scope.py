@@ -25,6 +25,7 @@ from hydra_rag import api
 from hydra_rag.api import file_json, hit_json
 from hydra_rag.errors import HydraError, UsageError
 from hydra_rag.paths import store_names
+from hydra_rag.store import registry
 
 MODES = {"hybrid": ("vector", "bm25"), "vector": ("vector",), "bm25": ("bm25",)}
 MAX_K = 50
@@ -46,7 +47,7 @@ class Scope:
         self.names = store_names(self._roots)
         # The registry's choice (all_, tags) that the roots follow; None for paths given.
         self._chosen = (all_, list(tags or [])) if all_ or tags else None
-        self._seen = self._registry_stamp()
+        self._seen = registry.stamp()
         # Idle searchers: (searcher, generation, when made). A change of the roots starts a
         # new generation; a searcher of an older one is closed when it comes back.
         self._idle: queue.LifoQueue[tuple[Any, int, float]] = queue.LifoQueue()
@@ -61,25 +62,13 @@ class Scope:
         self._refresh()
         return self._roots
 
-    @staticmethod
-    def _registry_stamp() -> tuple[int, int] | None:
-        from hydra_rag.paths import dirs
-
-        try:
-            st = dirs().registry.stat()
-        except OSError:
-            return None
-        return st.st_mtime_ns, st.st_size
-
     def _refresh(self) -> None:
         """Follow the registry (a stat when it did not change): the folders registered, or
         tagged, now."""
-        if self._chosen is None or self._registry_stamp() == self._seen:
+        if self._chosen is None or registry.stamp() == self._seen:
             return
-        from hydra_rag.store import registry
-
         with self._lock:
-            stamp = self._registry_stamp()
+            stamp = registry.stamp()
             if stamp == self._seen:
                 return
             self._seen = stamp
@@ -96,8 +85,6 @@ class Scope:
         """The folders, or the error of a scope left with none (every one forgotten)."""
         roots = self.roots
         if not roots and self._chosen is not None:
-            from hydra_rag.store import registry
-
             registry.chosen(*self._chosen)  # says what is missing and how to index one
         return roots
 
@@ -105,8 +92,6 @@ class Scope:
 
     def narrow(self, paths: list[str] | None = None, tag: str | None = None) -> list[Path]:
         """The scope's folders a request asks for; a folder outside the scope is an error."""
-        from hydra_rag.store import registry
-
         roots = self._require()
         if paths:
             wanted = []

@@ -488,3 +488,34 @@ def test_install_keeps_secrets_out_of_a_private_unit(home: Path, tmp_path: Path,
     assert "not-to-be-written" not in text and "HYDRA_RAG_SERVE_TOKEN" not in text
     assert unit.path.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in unit_dir.iterdir()] == [name]  # no temporary file left
+
+
+def test_a_watch_of_a_tag_follows_the_registry(home: Path, tmp_path: Path,
+                                               watching: Any) -> None:
+    # `watch --tag T` (or --all, as its systemd unit runs it) takes in a folder indexed with
+    # the tag after it started, and lets go of one untagged, without a restart.
+    import uuid
+
+    tag = f"watch-{uuid.uuid4().hex[:8]}"
+    one = write_tree(tmp_path / "one", {"a.md": "# Lighthouses\n\nThe keeper trims the wick.\n"})
+    assert run_cli("index", str(one), "--tag", tag).returncode == 0
+    w = watching("--tag", tag)
+    w.started()
+    two = write_tree(tmp_path / "two", {"b.md": "# Beekeeping\n\nSmoke calms the hive.\n"})
+    assert run_cli("index", str(two), "--tag", tag).returncode == 0
+    assert sorted(w.expect("watching")["roots"]) == sorted([str(one), str(two)])
+    assert w.expect("indexed", root=str(two))["initial"] is True
+    write_tree(two, {"c.md": "# Hives\n\nA frame of wax added while watched.\n"})
+    assert w.expect("indexed", root=str(two), initial=False)["files_indexed"] == 1
+    assert _top(two, "frame of wax") == "c.md"
+    assert run_cli("stores", "untag", str(one), tag).returncode == 0
+    warning = w.expect("warning", root=str(one))
+    assert "no longer watched" in warning["message"]
+    assert w.expect("watching")["roots"] == [str(two)]
+    after = len(w.seen)
+    write_tree(one, {"d.md": "# Lamps\n\nOil for the lamp, written after the untag.\n"})
+    write_tree(two, {"e.md": "# Queens\n\nThe queen lays the eggs.\n"})
+    w.expect("indexed", root=str(two), initial=False)
+    assert w.stop() == 0
+    assert "d.md" not in _files(one) and "e.md" in _files(two)
+    assert not [x for x in map(json.loads, w.seen[after:]) if x.get("root") == str(one)]
