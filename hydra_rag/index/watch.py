@@ -36,6 +36,7 @@ POLL_MS = 2000  # the fallback when the system's limit of file watches is reache
 # every later call, events and polling alike): each folder is walked again this often (a run
 # that finds nothing changed reads no file).
 REWALK_S = 10.0
+DECLINED_RETRY_S = 60.0  # a followed folder another watch held is tried again this often
 
 
 def _now() -> str:
@@ -161,6 +162,7 @@ class Watch:
             self.folders.setdefault(root, _Folder(root, ident))
         self._locks: dict[Path, ExitStack] = {}  # each folder's watch.lock, held
         self._declined: set[Path] = set()  # folders left out, said once (see _claim)
+        self._retried = time.monotonic()  # when the declined ones were last tried again
         self._notifier: _Notifier | None = None
         self.stopping = threading.Event()
         self.indexing = False  # a run is in progress
@@ -438,30 +440,42 @@ class Watch:
     def _check_registry(self) -> None:
         """With `follow`: a folder registered or tagged since is watched from now on (indexed
         first, as at start), one forgotten or untagged is let go. A registered folder that is
-        not there is left alone (`hydra-rag stores prune` forgets it)."""
-        if self.follow is None or registry.stamp() == self._registry:
+        not there is left alone (`hydra-rag stores prune` forgets it); one that could not be
+        claimed (another watch has it) is tried again every DECLINED_RETRY_S, not at each
+        change (this watch's own runs change the registry)."""
+        if self.follow is None:
+            return
+        retry = time.monotonic() - self._retried >= DECLINED_RETRY_S
+        if registry.stamp() == self._registry and not (retry and self._declined):
             return
         self._registry = registry.stamp()
+        if retry:
+            self._retried = time.monotonic()
         wanted: dict[Path, tuple[int, int]] = {}
         for p in self.follow():
             ident = _ident(p)
             if ident is not None:
                 wanted[p.resolve()] = ident
         gone = [r for r in self.folders if r not in wanted]
-        new = [r for r in wanted if r not in self.folders]
-        if not gone and not new:
-            return
+        new = [r for r in wanted if r not in self.folders and (retry or r not in self._declined)]
         for root in gone:
             self._let_go(root)
             self.emit(WatchEvent("warning", str(root), "no longer registered with what this "
                                  "watch follows (forgotten or untagged); no longer watched"))
         for root in new:
             self.folders[root] = _Folder(root, wanted[root])
-        self._claim(new)
+            try:
+                self._claim([root])
+            except HydraError as exc:  # its index folder cannot be made: this one only
+                self._let_go(root)
+                if root not in self._declined:
+                    self.emit(WatchEvent("warning", str(root), f"not watched: {exc}"))
+                self._declined.add(root)
         if not self.folders:
             raise HydraError("no registered folder left to watch")
-        self._reopen()
-        self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
+        if gone or any(r in self.folders for r in new):  # the folders watched changed
+            self._reopen()
+            self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
 
     def _open(self) -> None:
         from watchfiles._rust_notify import RustNotify

@@ -11,7 +11,7 @@ overlap a better one's of the same file is shown without them (`distinct_spans`)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from hydra_rag.search.hits import Hit
@@ -20,6 +20,7 @@ from hydra_rag.search.hits import Hit
 # alone (within its noise, 0.014), so by default a file is as good as its best passage.
 SECOND = 0.0
 PASSAGES = 3  # shown per file
+MIN_REST = 3  # non-blank lines a chunk must keep, less a better neighbour's, to be shown
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,18 @@ def _uncovered(h: Hit, better: list[Hit]) -> Hit | None:
     lines = h.text.splitlines(keepends=True)
     if len(lines) != last - first + 1:  # a piece of an over-long line: not cut by lines
         return None
-    text = "".join(lines[free[0] - first: free[1] - first + 1])
-    return replace(h, line_start=free[0], line_end=free[1], text=text)
+    rest = lines[free[0] - first: free[1] - first + 1]
+    if sum(1 for line in rest if line.strip()) < MIN_REST:
+        return None  # a closing brace or two is no passage of its own
+    return replace(h, line_start=free[0], line_end=free[1], text="".join(rest))
 
 
-def distinct_spans(hits: Iterable[Hit]) -> list[Hit]:
+def distinct_spans(hits: Iterable[Hit], repage: Callable[[Hit], Hit] | None = None
+                   ) -> list[Hit]:
     """The hits in their order, each less the lines a better hit of the same file shows (the
     200-character overlap of neighbouring chunks): the same lines never take two places. A hit
-    whose lines are all shown already is left out."""
+    whose lines are all shown already, or all but fewer than MIN_REST, is left out. `repage`
+    gives a document's cut hit the pages of the lines it keeps."""
     kept: list[Hit] = []
     seen: dict[tuple[str, str], list[Hit]] = {}
     for h in hits:
@@ -71,20 +76,24 @@ def distinct_spans(hits: Iterable[Hit]) -> list[Hit]:
         part = _uncovered(h, mine)
         if part is None:
             continue
+        if part is not h and part.page_unit and repage is not None:
+            part = repage(part)
         mine.append(part)
         kept.append(part)
     return kept
 
 
-def group(hits: Iterable[Hit], k: int | None = None, second: float | None = None) -> list[FileHit]:
+def group(hits: Iterable[Hit], k: int | None = None, second: float | None = None,
+          repage: Callable[[Hit], Hit] | None = None) -> list[FileHit]:
     """The files of ranked hits, best first: each scored by its best chunk plus `second`
-    times its second best, with its first PASSAGES non-overlapping passages."""
+    times its second best (a neighbour of the best, less their shared lines, counts as one),
+    with its first PASSAGES non-overlapping passages."""
     second = SECOND if second is None else second
     by_file: dict[tuple[str, str], list[tuple[float, Hit]]] = {}
     # The hits' order is the authority (a reranker's or the definitions' order is not their
     # fused scores'): each counts at most as much as the one before it.
     value = float("inf")
-    for h in distinct_spans(hits):
+    for h in distinct_spans(hits, repage):
         value = min(value, h.score)
         by_file.setdefault((h.store, h.path), []).append((value, h))
     files = []

@@ -33,9 +33,9 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -520,7 +520,8 @@ class Searcher(TableQueries):
             hits = definitions.first(list(code), w, hits, k, code.get)
         if where is not None:  # the definitions too; and lists too long to filter in LanceDB
             hits = [h for h in hits if where.match(h.path, h.store)]
-        hits = distinct_spans(hits)  # neighbouring chunks' shared lines take one place
+        # neighbouring chunks' shared lines take one place
+        hits = distinct_spans(hits, self._repage(query))
         return hits if k is None else hits[:k]
 
     def files(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
@@ -529,7 +530,19 @@ class Searcher(TableQueries):
               ) -> list[FileHit]:
         """The top-k files for `query`, each scored from all its candidate chunks
         (hydra_rag.search.files), with its best passages."""
-        return group(self.fused(query, tables, candidates, also, methods, None, where), k)
+        return group(self.fused(query, tables, candidates, also, methods, None, where), k,
+                     repage=self._repage(query))
+
+    def _repage(self, query: str) -> Callable[[Hit], Hit]:
+        """A document's hit cut to fewer lines (distinct_spans) cited by the pages of those."""
+        def repage(h: Hit) -> Hit:
+            doc = self._documents(h.store).get(h.path)
+            if not doc:
+                return h
+            first, last = self._pages(doc.get("starts") or [], h.line_start, h.text, query)
+            return replace(h, page_start=first, page_end=last,
+                           page_unit=h.page_unit if first else "")
+        return repage
 
     def _signals(self, q: signals.Question, fused: list[tuple[str, float, dict[str, int]]],
                  found: _Lists, where: PathFilter | None

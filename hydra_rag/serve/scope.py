@@ -43,11 +43,11 @@ class Scope:
                  tags: list[str] | None = None, searchers: int = 2) -> None:
         if not paths and not tags:
             all_ = True
+        self._seen = registry.stamp()  # before reading it: a change meanwhile is not missed
         self._roots, self.federated = api.folders(paths, all_, tags)
         self.names = store_names(self._roots)
         # The registry's choice (all_, tags) that the roots follow; None for paths given.
         self._chosen = (all_, list(tags or [])) if all_ or tags else None
-        self._seen = registry.stamp()
         # Idle searchers: (searcher, generation, when made). A change of the roots starts a
         # new generation; a searcher of an older one is closed when it comes back.
         self._idle: queue.LifoQueue[tuple[Any, int, float]] = queue.LifoQueue()
@@ -75,11 +75,21 @@ class Scope:
             roots = [Path(p) for p in registry.select(*self._chosen)]
             if roots == self._roots:
                 return
-            self._roots, self.names = roots, store_names(roots)
+            # names first: a request that read the new roots finds their names
+            self.names = {**self.names, **store_names(roots)}
+            self._roots = roots
             self._generation += 1
             self._made = 0
-            while not self._idle.empty():
-                self._idle.get()[0].close()
+            self._drain()
+
+    def _drain(self) -> None:
+        """Close the idle searchers (a waiter may take one meanwhile: never block here)."""
+        while True:
+            try:
+                searcher = self._idle.get_nowait()[0]
+            except queue.Empty:
+                return
+            searcher.close()
 
     def _require(self) -> list[Path]:
         """The folders, or the error of a scope left with none (every one forgotten)."""
@@ -288,7 +298,7 @@ class Scope:
                 raise UsageError(f"bundle {name!r} retrieves from folders this server does not "
                                  "serve: start serve with them (--path, --tag) or ask a model")
             return api.open_chat(name, top_k=k, new=True, save=False)
-        roots = self.narrow(rag) if rag else self.roots
+        roots = self.narrow(rag) if rag else self._require()
         return api.open_chat(name, rag=roots, top_k=k, new=True, save=False)
 
     def stores(self) -> list[dict[str, Any]]:
@@ -354,8 +364,7 @@ class Scope:
         return doc if doc is not None and self.owns(doc.get("stores")) else None
 
     def close(self) -> None:
-        while not self._idle.empty():
-            self._idle.get()[0].close()
+        self._drain()
 
 
 def turn_json(result: Any) -> dict[str, Any]:

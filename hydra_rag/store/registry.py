@@ -26,14 +26,15 @@ def stores() -> dict[str, dict[str, Any]]:
     return dict(_load(dirs().registry)["stores"])
 
 
-def stamp() -> tuple[int, int] | None:
-    """When the registry last changed (its file's mtime and size; None: there is none yet): a
-    long-running server or watch reads it again only when this moves."""
+def stamp() -> tuple[int, int, int] | None:
+    """When the registry last changed (its file's inode, mtime and size: each write replaces
+    the file; None: there is none yet): a long-running server or watch reads it again only
+    when this moves."""
     try:
         st = dirs().registry.stat()
     except OSError:
         return None
-    return st.st_mtime_ns, st.st_size
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def register(root: Path, tags: list[str] | None = None) -> dict[str, Any]:

@@ -498,8 +498,13 @@ def test_a_watch_of_a_tag_follows_the_registry(home: Path, tmp_path: Path,
 
     tag = f"watch-{uuid.uuid4().hex[:8]}"
     one = write_tree(tmp_path / "one", {"a.md": "# Lighthouses\n\nThe keeper trims the wick.\n"})
-    assert run_cli("index", str(one), "--tag", tag).returncode == 0
+    held = write_tree(tmp_path / "held", {"h.md": "# Held\n\nAnother watch has this one.\n"})
+    for f in (one, held):
+        assert run_cli("index", str(f), "--tag", tag).returncode == 0
+    other = watching(str(held))
+    other.started()
     w = watching("--tag", tag)
+    assert "already watched" in w.expect("warning", root=str(held))["message"]
     w.started()
     two = write_tree(tmp_path / "two", {"b.md": "# Beekeeping\n\nSmoke calms the hive.\n"})
     assert run_cli("index", str(two), "--tag", tag).returncode == 0
@@ -519,3 +524,10 @@ def test_a_watch_of_a_tag_follows_the_registry(home: Path, tmp_path: Path,
     assert w.stop() == 0
     assert "d.md" not in _files(one) and "e.md" in _files(two)
     assert not [x for x in map(json.loads, w.seen[after:]) if x.get("root") == str(one)]
+    # the folder another watch holds is said once, and never makes the others run again and
+    # again (this watch's own runs change the registry, which it follows)
+    events = [json.loads(x) for x in w.seen]
+    assert sum(e["event"] == "warning" and e.get("root") == str(held) for e in events) == 1
+    assert sum(e["event"] == "indexed" and e.get("root") == str(one) for e in events) <= 3
+    assert sum(e["event"] == "watching" for e in events) == 3
+    assert other.stop() == 0

@@ -137,6 +137,14 @@ def test_overlapping_chunks_show_their_lines_once() -> None:
     # a better chunk inside a longer one: the longer run of lines left is shown
     inner = distinct_spans([_hit("c.py", 5, 10, 0.9, "a"), _hit("c.py", 1, 40, 0.8, "b")])
     assert [(h.line_start, h.line_end) for h in inner] == [(5, 10), (11, 40)]
+    # what is left of a small tail chunk (two lines, a closing brace) is no passage
+    tail = distinct_spans([_hit("e.py", 1, 40, 0.9, "a"), _hit("e.py", 36, 42, 0.8, "b")])
+    assert [h.id for h in tail] == ["a"]
+    # a document's cut hit is given the pages of the lines it keeps
+    doc = [_hit("f.pdf", 1, 40, 0.9, "a"), replace(_hit("f.pdf", 30, 70, 0.8, "b"),
+                                                   page_start=1, page_end=2, page_unit="page")]
+    cut = distinct_spans(doc, lambda h: replace(h, page_start=h.line_start // 20))
+    assert (cut[1].line_start, cut[1].page_start) == (41, 2)
     # a piece of an over-long line that a better hit covers is not shown twice
     long_line = [_hit("d.py", 5, 5, 0.9, "a"), replace(_hit("d.py", 5, 5, 0.8, "b"), text="x")]
     assert [h.id for h in distinct_spans(long_line)] == ["a"]

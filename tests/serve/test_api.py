@@ -103,6 +103,8 @@ def test_a_scope_of_tagged_folders_follows_the_registry(
         assert run_cli("stores", "untag", str(two), tag).returncode == 0
         with pytest.raises(HydraError, match=f"no folders tagged {tag}"):
             s.search("hive")
+        with pytest.raises(HydraError, match=f"no folders tagged {tag}"):
+            s.ask("What calms the hive?")  # not the server's working folder instead
     finally:
         s.close()
 
