@@ -5,7 +5,8 @@ diff by stat and content hash, embed what changed), so a missed or coalesced eve
 leave the index wrong, and everything `index` guarantees (its lock, crash safety, repair) holds.
 Events come from watchfiles (Rust `notify`: inotify on Linux, FSEvents on macOS), which keeps
 collecting them while a run is in progress; a burst (a branch switch, an unpacked archive) is
-gathered until the folder is quiet for a moment, then indexed in one run.
+gathered until the folder is quiet for a moment, then indexed in one run. Which folders are
+watched, each with its lock, is hydra_rag.index.watched's.
 """
 
 from __future__ import annotations
@@ -13,18 +14,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError, IndexLocked
-from hydra_rag.index import IndexReport, Progress, index_folder, resolve_root
-from hydra_rag.locks import file_lock, lock_holder
-from hydra_rag.paths import INDEX_DIR
-from hydra_rag.read.source import walker
-from hydra_rag.store import registry
+from hydra_rag.index import IndexReport, Progress, index_folder
+from hydra_rag.index.watched import Folder, Watched, ident, stat
 
 QUIET_S = 0.3  # a batch is indexed once no event came for this long (editors save in ms)
 GATHER_MAX_S = 10.0  # … or after this long, while a burst goes on (the rest is the next batch)
@@ -36,7 +33,6 @@ POLL_MS = 2000  # the fallback when the system's limit of file watches is reache
 # every later call, events and polling alike): each folder is walked again this often (a run
 # that finds nothing changed reads no file).
 REWALK_S = 10.0
-DECLINED_RETRY_S = 60.0  # a followed folder another watch held is tried again this often
 
 
 def _now() -> str:
@@ -88,49 +84,6 @@ class _Notifier(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass
-class _Folder:
-    root: Path
-    ident: tuple[int, int]  # (st_dev, st_ino): a folder moved away and another put there differ
-    dirs: set[str] = field(default_factory=set)  # folders the last walk went through
-    changes: int = 0  # relevant events since the last successful run
-    due: float | None = 0.0  # when to run (monotonic); None: nothing to do
-    failures: int = 0
-    # Ignore files outside the folder (parents' .gitignore, the repository's exclude list, git's
-    # global excludes), which no event of the folder's reports: their stat, looked at each tick
-    outer: dict[Path, tuple[int, int] | None] = field(default_factory=dict)
-    waiting: bool = False  # for another run's lock (said once)
-    initial: bool = True
-
-    def relevant(self, rel: str) -> bool:
-        """Whether an event at `rel` can change what is indexed: it is in (or is) a folder the
-        walk went through, not in the index itself or in git's own files (except git's
-        exclude list). A file ignored by a pattern inside such a folder passes: its run is a
-        cheap no-op."""
-        if not rel or rel == INDEX_DIR or rel.startswith(INDEX_DIR + "/"):
-            return False
-        if rel.startswith(".git/") or rel == ".git":
-            return rel == ".git/info/exclude"
-        parent = rel.rpartition("/")[0]
-        return parent in self.dirs or not self.dirs  # no walk yet: everything counts
-
-
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
-
-
-def _ident(root: Path) -> tuple[int, int] | None:
-    try:
-        st = root.stat()
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
 class Watch:
     """Watches folders and re-indexes each after its changes. `run()` returns after `stop()`
     (a run in progress first finishes the batch it is embedding, so the index is left whole,
@@ -144,25 +97,14 @@ class Watch:
                  follow: Callable[[], list[Path]] | None = None) -> None:
         if not roots:
             raise HydraError("no folder to watch")
-        # The registry's folders (--all, --tag) as they are now: with it, a folder registered
-        # or tagged later is watched too, and one forgotten or untagged is let go.
-        self.follow = follow
-        self._registry = registry.stamp()
         self.settings = settings
         self.emit = emit
         # None: each folder's own selection, as its last `index` run recorded it
         self.include, self.exclude = include, exclude
         self.quiet_s = quiet_s
         self.force_polling = force_polling
-        self.folders: dict[Path, _Folder] = {}
-        for r in roots:
-            root = resolve_root(r)
-            ident = _ident(root)
-            assert ident is not None  # resolve_root checked it is a folder
-            self.folders.setdefault(root, _Folder(root, ident))
-        self._locks: dict[Path, ExitStack] = {}  # each folder's watch.lock, held
-        self._declined: set[Path] = set()  # folders left out, said once (see _claim)
-        self._retried = time.monotonic()  # when the declined ones were last tried again
+        self.watched = Watched(roots, settings, self._warn, include, exclude, follow)
+        self.folders = self.watched.folders  # the same dict, kept by `watched`
         self._notifier: _Notifier | None = None
         self.stopping = threading.Event()
         self.indexing = False  # a run is in progress
@@ -179,71 +121,15 @@ class Watch:
     def run(self) -> None:
         """Watch until `stop()`."""
         try:
-            self._claim(list(self.folders))
+            self.watched.claim(list(self.folders))
             if not self.folders:
                 raise HydraError("no folder left to watch (see the warnings above)")
             self._watch()
         finally:
-            for held in self._locks.values():
-                held.close()
+            self.watched.release()
 
-    def _claim(self, roots: list[Path]) -> None:
-        """One watch per folder: a second would only repeat the first one's runs. A folder
-        another watch holds is left to it, with a warning."""
-        for root in roots:
-            path = root / INDEX_DIR / "watch.lock"
-            held = ExitStack()
-            try:
-                got = held.enter_context(file_lock(path))
-            except OSError as exc:
-                raise HydraError(f"cannot create {path.parent}: {exc.strerror}") from None
-            if got:
-                self._locks[root] = held
-            else:
-                held.close()
-            said = root in self._declined  # a followed registry offers it again at each change
-            self._declined.add(root)
-            if not got:
-                self._let_go(root)
-                if not said:
-                    self.emit(WatchEvent("warning", str(root), "already watched by another "
-                                         f"`hydra-rag watch` (pid {lock_holder(path) or '?'}); "
-                                         "left to it"))
-            elif self._selection_known(root):
-                self._declined.discard(root)
-                f = self.folders[root]
-                f.outer = {p: _stat(p) for p in walker(root, None, None, self.settings).outer_files}
-            else:
-                self._let_go(root)
-                if not said:
-                    self.emit(WatchEvent("warning", str(root), (
-                        "its index does not record the --include/--exclude it was made with "
-                        "(it predates that), and watching with none could take in files it "
-                        f"leaves out: run `hydra-rag index {root}` once, with the same "
-                        "--include/--exclude as before if any, then watch it; or pass them to "
-                        "watch")))
-
-    def _let_go(self, root: Path) -> None:
-        """Stop watching a folder: forget it and release its watch.lock."""
-        self.folders.pop(root, None)
-        held = self._locks.pop(root, None)
-        if held is not None:
-            held.close()
-
-    def _selection_known(self, root: Path) -> bool:
-        """Whether the run would use a known selection: given to watch, recorded by the last
-        index run, or a folder without an index yet (its first run records one)."""
-        from hydra_rag.index import recorded_selection
-        from hydra_rag.store.index_dir import Store
-
-        if self.include is not None or self.exclude is not None:
-            return True
-        store = Store(root)
-        try:
-            meta = store.read_meta() if store.dir.is_dir() else {}
-        except HydraError:
-            return True  # a broken meta.yaml: the run reports (and repairs) it
-        return not meta or recorded_selection(meta) is not None
+    def _warn(self, root: str, message: str) -> None:
+        self.emit(WatchEvent("warning", root, message))
 
     def _watch(self) -> None:
         self._open()
@@ -259,8 +145,11 @@ class Watch:
                 if changes:
                     self._route(changes)
                 self._check_outer()
-                self._check_folders()
-                self._check_registry()
+                if self.watched.gone():
+                    self._reopen()
+                if self.watched.from_registry():
+                    self._reopen()
+                    self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
                 self._run_due()
         finally:
             self._close()
@@ -331,7 +220,7 @@ class Watch:
     def _check_outer(self) -> None:
         """An ignore file outside a folder changed: that folder is due."""
         for f in self.folders.values():
-            now = {p: _stat(p) for p in f.outer}
+            now = {p: stat(p) for p in f.outer}
             if now != f.outer:
                 f.outer = now
                 f.changes += 1
@@ -350,7 +239,7 @@ class Watch:
                 finally:
                     self.indexing = False
 
-    def _index(self, f: _Folder) -> None:
+    def _index(self, f: Folder) -> None:
         root = str(f.root)
         try:
             # --include/--exclude given to watch, else (None) the folder's own, as its last
@@ -367,15 +256,15 @@ class Watch:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001  (a full disk, a sidecar gone: retried)
-            if _ident(f.root) != f.ident:
-                return  # the folder went away mid-run: _check_folders says so
+            if ident(f.root) != f.ident:
+                return  # the folder went away mid-run: `watched.gone` says so
             wait = RETRY_S[min(f.failures, len(RETRY_S) - 1)]
             f.failures += 1
             f.due = time.monotonic() + wait
             self.emit(WatchEvent("error", root, str(exc), retry_in_s=wait))
             return
-        if _ident(f.root) != f.ident:
-            self._undo_recreated(f)  # deleted during the run, which made its path again
+        if ident(f.root) != f.ident:
+            self.watched.undo_recreated(f)  # deleted during the run, which made its path again
             return
         self.emit(WatchEvent("indexed", root, changes=f.changes, initial=f.initial, report=report))
         f.dirs = report.dirs
@@ -394,39 +283,7 @@ class Watch:
             self.emit(WatchEvent("progress", root, "stopping once the batch being indexed is "
                                  "stored (Ctrl-C again stops at once)"))
 
-    # -- folders that go away ------------------------------------------------------------------
-
-    def _undo_recreated(self, f: _Folder) -> None:
-        """A folder deleted while its run went on: the run's writes made the path again, holding
-        an index of files that are gone. If nothing but that index is there, remove it and its
-        registration (_check_folders then says the folder went away)."""
-        import shutil
-
-        from hydra_rag.store import registry
-
-        try:
-            names = [p.name for p in f.root.iterdir()]
-        except OSError:
-            return
-        if names == [INDEX_DIR]:
-            shutil.rmtree(f.root, ignore_errors=True)
-            try:
-                registry.forget(f.root)
-            except HydraError:
-                pass
-
-    def _check_folders(self) -> None:
-        """A watched folder moved or deleted: say so, and go on watching the others."""
-        gone = [f for f in self.folders.values() if _ident(f.root) != f.ident]
-        if not gone:
-            return
-        for f in gone:
-            self._let_go(f.root)
-            self.emit(WatchEvent("warning", str(f.root), "the folder was moved or deleted; no "
-                                 "longer watched (its index, if it still exists, is not updated)"))
-        if not self.folders:
-            raise HydraError("every watched folder was moved or deleted; nothing left to watch")
-        self._reopen()
+    # -- the notifier ----------------------------------------------------------------------------
 
     def _reopen(self) -> None:
         """A new notifier for the folders now watched. Events of the folders may have been in
@@ -436,46 +293,6 @@ class Watch:
         for f in self.folders.values():
             if f.due is None:
                 f.due = time.monotonic()
-
-    def _check_registry(self) -> None:
-        """With `follow`: a folder registered or tagged since is watched from now on (indexed
-        first, as at start), one forgotten or untagged is let go. A registered folder that is
-        not there is left alone (`hydra-rag stores prune` forgets it); one that could not be
-        claimed (another watch has it) is tried again every DECLINED_RETRY_S, not at each
-        change (this watch's own runs change the registry)."""
-        if self.follow is None:
-            return
-        retry = time.monotonic() - self._retried >= DECLINED_RETRY_S
-        if registry.stamp() == self._registry and not (retry and self._declined):
-            return
-        self._registry = registry.stamp()
-        if retry:
-            self._retried = time.monotonic()
-        wanted: dict[Path, tuple[int, int]] = {}
-        for p in self.follow():
-            ident = _ident(p)
-            if ident is not None:
-                wanted[p.resolve()] = ident
-        gone = [r for r in self.folders if r not in wanted]
-        new = [r for r in wanted if r not in self.folders and (retry or r not in self._declined)]
-        for root in gone:
-            self._let_go(root)
-            self.emit(WatchEvent("warning", str(root), "no longer registered with what this "
-                                 "watch follows (forgotten or untagged); no longer watched"))
-        for root in new:
-            self.folders[root] = _Folder(root, wanted[root])
-            try:
-                self._claim([root])
-            except HydraError as exc:  # its index folder cannot be made: this one only
-                self._let_go(root)
-                if root not in self._declined:
-                    self.emit(WatchEvent("warning", str(root), f"not watched: {exc}"))
-                self._declined.add(root)
-        if not self.folders:
-            raise HydraError("no registered folder left to watch")
-        if gone or any(r in self.folders for r in new):  # the folders watched changed
-            self._reopen()
-            self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
 
     def _open(self) -> None:
         from watchfiles._rust_notify import RustNotify
