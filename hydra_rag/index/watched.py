@@ -86,7 +86,14 @@ class Watched:
         self._registry = registry.stamp()
         self.folders: dict[Path, Folder] = {}
         for r in roots:
-            root = resolve_root(r)
+            try:
+                root = resolve_root(r)
+            except HydraError as exc:
+                if follow is None:  # a folder named on the command line
+                    raise
+                warn(str(r), f"registered, but {exc}; not watched (`hydra-rag stores prune` "
+                             "forgets the folders that are gone)")
+                continue
             found = ident(root)
             assert found is not None  # resolve_root checked it is a folder
             self.folders.setdefault(root, Folder(root, found))

@@ -499,11 +499,16 @@ def test_a_watch_of_a_tag_follows_the_registry(home: Path, tmp_path: Path,
     tag = f"watch-{uuid.uuid4().hex[:8]}"
     one = write_tree(tmp_path / "one", {"a.md": "# Lighthouses\n\nThe keeper trims the wick.\n"})
     held = write_tree(tmp_path / "held", {"h.md": "# Held\n\nAnother watch has this one.\n"})
-    for f in (one, held):
+    lost = write_tree(tmp_path / "lost", {"l.md": "# Lost\n\nDeleted after it was indexed.\n"})
+    for f in (one, held, lost):
         assert run_cli("index", str(f), "--tag", tag).returncode == 0
+    import shutil
+
+    shutil.rmtree(lost)  # still registered: the watch starts without it, and says so
     other = watching(str(held))
     other.started()
     w = watching("--tag", tag)
+    assert "no such folder" in w.expect("warning", root=str(lost))["message"]
     assert "already watched" in w.expect("warning", root=str(held))["message"]
     w.started()
     two = write_tree(tmp_path / "two", {"b.md": "# Beekeeping\n\nSmoke calms the hive.\n"})
