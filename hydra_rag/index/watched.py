@@ -205,9 +205,10 @@ class Watched:
         if self.follow is None:
             return False
         retry = time.monotonic() - self._retried >= DECLINED_RETRY_S
-        if registry.stamp() == self._registry and not (retry and self._declined):
+        now = registry.stamp()
+        if now == self._registry and not (retry and self._declined):
             return False
-        self._registry = registry.stamp()
+        self._registry = now
         if retry:
             self._retried = time.monotonic()
         wanted: dict[Path, tuple[int, int]] = {}

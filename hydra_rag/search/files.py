@@ -83,8 +83,8 @@ def distinct_spans(hits: Iterable[Hit], repage: Callable[[Hit], Hit] | None = No
     return kept
 
 
-def group(hits: Iterable[Hit], k: int | None = None, second: float | None = None,
-          repage: Callable[[Hit], Hit] | None = None) -> list[FileHit]:
+def group(hits: Iterable[Hit], k: int | None = None, second: float | None = None
+          ) -> list[FileHit]:
     """The files of ranked hits, best first: each scored by its best chunk plus `second`
     times its second best (a neighbour of the best, less their shared lines, counts as one),
     with its first PASSAGES non-overlapping passages."""
@@ -93,7 +93,7 @@ def group(hits: Iterable[Hit], k: int | None = None, second: float | None = None
     # The hits' order is the authority (a reranker's or the definitions' order is not their
     # fused scores'): each counts at most as much as the one before it.
     value = float("inf")
-    for h in distinct_spans(hits, repage):
+    for h in distinct_spans(hits):
         value = min(value, h.score)
         by_file.setdefault((h.store, h.path), []).append((value, h))
     files = []

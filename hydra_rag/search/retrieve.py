@@ -496,15 +496,13 @@ class Searcher(TableQueries):
             ls, le = int(r["line_start"]), int(r["line_end"])
             if r["store"] not in documents:
                 documents[r["store"]] = self._documents(r["store"])
-            doc = documents[r["store"]].get(r["path"])
-            unit = doc.get("unit", "") if doc else ""
-            first, last = (self._pages(doc.get("starts") or [], ls, r["text"], query)
-                           if unit and doc else (0, 0))
+            first, last, unit = self._cited(documents[r["store"]].get(r["path"]), ls,
+                                            r["text"], query)
             hits.append(Hit(r["store"], r["path"], r["kind"], ls, le, r["text"], score, ranks,
                             r["id"], found.similarity.get(key), section=r.get("section") or "",
                             embedder=found.embedder.get(key, ""),
                             min_similarity=self._min_similarity(found.embedder.get(key, "")),
-                            page_start=first, page_end=last, page_unit=unit if first else "",
+                            page_start=first, page_end=last, page_unit=unit,
                             signals=moved.get(key, {})))
         if hybrid and fusion == "score" and self.settings.rank_names and "code" in tables:
             hits = rescore.with_names(query if len(queries) == 1 else queries[-1], hits,
@@ -530,19 +528,25 @@ class Searcher(TableQueries):
               ) -> list[FileHit]:
         """The top-k files for `query`, each scored from all its candidate chunks
         (hydra_rag.search.files), with its best passages."""
-        return group(self.fused(query, tables, candidates, also, methods, None, where), k,
-                     repage=self._repage(query))
+        return group(self.fused(query, tables, candidates, also, methods, None, where), k)
 
     def _repage(self, query: str) -> Callable[[Hit], Hit]:
         """A document's hit cut to fewer lines (distinct_spans) cited by the pages of those."""
         def repage(h: Hit) -> Hit:
-            doc = self._documents(h.store).get(h.path)
-            if not doc:
-                return h
-            first, last = self._pages(doc.get("starts") or [], h.line_start, h.text, query)
-            return replace(h, page_start=first, page_end=last,
-                           page_unit=h.page_unit if first else "")
+            first, last, unit = self._cited(self._documents(h.store).get(h.path), h.line_start,
+                                            h.text, query)
+            return replace(h, page_start=first, page_end=last, page_unit=unit)
         return repage
+
+    def _cited(self, doc: dict[str, Any] | None, line_start: int, text: str, query: str
+               ) -> tuple[int, int, str]:
+        """The pages a hit of a document (its documents.json entry) is cited by, and their
+        unit; (0, 0, "") for a file without pages."""
+        unit = doc.get("unit", "") if doc else ""
+        if not unit or not doc:
+            return 0, 0, ""
+        first, last = self._pages(doc.get("starts") or [], line_start, text, query)
+        return first, last, unit if first else ""
 
     def _signals(self, q: signals.Question, fused: list[tuple[str, float, dict[str, int]]],
                  found: _Lists, where: PathFilter | None
