@@ -89,7 +89,7 @@ class Watch:
     (a run in progress first finishes the batch it is embedding, so the index is left whole,
     with no repair pending); raises KeyboardInterrupt on a signal while it runs without a
     handler that calls `stop()` (an interrupted run raises IndexInterrupted), and HydraError
-    when no folder is left."""
+    when no folder is left (one that follows the registry waits for a folder instead)."""
 
     def __init__(self, roots: list[Path], settings: Settings, emit: Emit,
                  include: list[str] | None = None, exclude: list[str] | None = None,
@@ -109,6 +109,7 @@ class Watch:
         self.stopping = threading.Event()
         self.indexing = False  # a run is in progress
         self._said_stopping = False
+        self._said_none = False  # a following watch with no folder left said it waits
         self._blind = False  # watchfiles refused a name: folders are walked every REWALK_S
         self._walked = 0.0  # when they were last made due for that
 
@@ -122,7 +123,7 @@ class Watch:
         """Watch until `stop()`."""
         try:
             self.watched.claim(list(self.folders))
-            if not self.folders:
+            if not self.folders and self.watched.follow is None:
                 raise HydraError("no folder left to watch (see the warnings above)")
             self._watch()
         finally:
@@ -138,6 +139,7 @@ class Watch:
             if self.stopping.is_set():
                 return
             self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
+            self._say_if_none()
             while not self.stopping.is_set():
                 changes = self._wait(self._timeout_ms(), self.stopping)
                 if changes is None:
@@ -150,9 +152,22 @@ class Watch:
                 if self.watched.from_registry():
                     self._reopen()
                     self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
+                self._say_if_none()
                 self._run_due()
         finally:
             self._close()
+
+    def _say_if_none(self) -> None:
+        """A watch that follows the registry and has no folder left (each forgotten, untagged,
+        moved or deleted) waits for one to be registered: said once each time it happens."""
+        if self.folders:
+            self._said_none = False
+            return
+        if self._said_none:
+            return
+        self._said_none = True
+        self.emit(WatchEvent("waiting", message="no registered folder to watch now; waiting for "
+                             "one to be indexed (or tagged) with what this watch follows"))
 
     def _wait(self, timeout_ms: int, stop: Any) -> set[tuple[int, str]] | None:
         """The next batch of events, gathered until the folders are quiet (empty: the timeout

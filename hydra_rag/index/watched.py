@@ -168,13 +168,14 @@ class Watched:
 
     def gone(self) -> bool:
         """A watched folder moved or deleted: say so, and go on watching the others. Whether
-        any went (raises HydraError when none is left)."""
+        any went (raises HydraError when none is left, unless it follows the registry: then it
+        waits for a folder to be registered)."""
         went = [f for f in self.folders.values() if ident(f.root) != f.ident]
         for f in went:
             self.let_go(f.root)
             self.warn(str(f.root), "the folder was moved or deleted; no longer watched (its "
                                    "index, if it still exists, is not updated)")
-        if went and not self.folders:
+        if went and not self.folders and self.follow is None:
             raise HydraError("every watched folder was moved or deleted; nothing left to watch")
         return bool(went)
 
@@ -201,7 +202,7 @@ class Watched:
         not there is left alone (`hydra-rag stores prune` forgets it); one that could not be
         claimed (another watch has it) is tried again every DECLINED_RETRY_S, not at each
         change (the watch's own runs change the registry). Whether the folders watched
-        changed (raises HydraError when none is left)."""
+        changed (none left is no error: the watch waits for one to be registered)."""
         if self.follow is None:
             return False
         retry = time.monotonic() - self._retried >= DECLINED_RETRY_S
@@ -231,6 +232,4 @@ class Watched:
                 if root not in self._declined:
                     self.warn(str(root), f"not watched: {exc}")
                 self._declined.add(root)
-        if not self.folders:
-            raise HydraError("no registered folder left to watch")
         return bool(went) or any(r in self.folders for r in new)

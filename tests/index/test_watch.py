@@ -526,13 +526,21 @@ def test_a_watch_of_a_tag_follows_the_registry(home: Path, tmp_path: Path,
     write_tree(one, {"d.md": "# Lamps\n\nOil for the lamp, written after the untag.\n"})
     write_tree(two, {"e.md": "# Queens\n\nThe queen lays the eggs.\n"})
     w.expect("indexed", root=str(two), initial=False)
-    assert w.stop() == 0
     assert "d.md" not in _files(one) and "e.md" in _files(two)
     assert not [x for x in map(json.loads, w.seen[after:]) if x.get("root") == str(one)]
+    # the last folder untagged: the watch waits for one (a service is not made to fail and
+    # restart), and takes in the next one tagged
+    assert run_cli("stores", "untag", str(two), tag).returncode == 0
+    assert "no longer watched" in w.expect("warning", root=str(two))["message"]
+    assert "waiting for" in w.expect("waiting")["message"]
+    assert run_cli("stores", "tag", str(one), tag).returncode == 0
+    assert w.expect("watching")["roots"] == [str(one)]
+    assert w.expect("indexed", root=str(one))["files_indexed"] == 1  # d.md, written meanwhile
+    assert w.stop() == 0
     # the folder another watch holds is said once, and never makes the others run again and
     # again (this watch's own runs change the registry, which it follows)
     events = [json.loads(x) for x in w.seen]
     assert sum(e["event"] == "warning" and e.get("root") == str(held) for e in events) == 1
-    assert sum(e["event"] == "indexed" and e.get("root") == str(one) for e in events) <= 3
-    assert sum(e["event"] == "watching" for e in events) == 3
+    assert sum(e["event"] == "indexed" and e.get("root") == str(one) for e in events) <= 4
+    assert sum(e["event"] == "watching" for e in events) == 5
     assert other.stop() == 0
