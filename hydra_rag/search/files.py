@@ -63,12 +63,21 @@ def _uncovered(h: Hit, better: list[Hit]) -> Hit | None:
     return replace(h, line_start=free[0], line_end=free[1], text="".join(rest))
 
 
-def distinct_spans(hits: Iterable[Hit], repage: Callable[[Hit], Hit] | None = None
+def still_holding(h: Hit, strings: dict[str, str]) -> Hit:
+    """`h` (cut by distinct_spans) without the ranks of the literal lists (list name → the
+    string it looks for, case aside) whose string its lines no longer hold: the match was in
+    the lines a better neighbour shows."""
+    low = h.text.lower()
+    lost = {n for n in h.ranks if n in strings and strings[n].lower() not in low}
+    return replace(h, ranks={n: r for n, r in h.ranks.items() if n not in lost}) if lost else h
+
+
+def distinct_spans(hits: Iterable[Hit], recut: Callable[[Hit], Hit] | None = None
                    ) -> list[Hit]:
     """The hits in their order, each less the lines a better hit of the same file shows (the
     200-character overlap of neighbouring chunks): the same lines never take two places. A hit
-    whose lines are all shown already, or all but fewer than MIN_REST, is left out. `repage`
-    gives a document's cut hit the pages of the lines it keeps."""
+    whose lines are all shown already, or all but fewer than MIN_REST, is left out. `recut`
+    mends what a cut hit says of itself (its pages, the matches its lines no longer hold)."""
     kept: list[Hit] = []
     seen: dict[tuple[str, str], list[Hit]] = {}
     for h in hits:
@@ -76,8 +85,8 @@ def distinct_spans(hits: Iterable[Hit], repage: Callable[[Hit], Hit] | None = No
         part = _uncovered(h, mine)
         if part is None:
             continue
-        if part is not h and part.page_unit and repage is not None:
-            part = repage(part)
+        if part is not h and recut is not None:
+            part = recut(part)
         mine.append(part)
         kept.append(part)
     return kept

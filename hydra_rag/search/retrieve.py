@@ -47,7 +47,7 @@ from hydra_rag.models.embed import EmbedClient, connect
 from hydra_rag.search import definitions, rescore, signals
 from hydra_rag.search.definitions import wanted
 from hydra_rag.search.evidence import best_lines
-from hydra_rag.search.files import FileHit, distinct_spans, group
+from hydra_rag.search.files import FileHit, distinct_spans, group, still_holding
 from hydra_rag.search.folder_state import pointer, vector_coverage, vectors_notice
 from hydra_rag.search.fuse import (  # noqa: F401  (RRF_K, looks_like_code: part of this module's API)
     CANDIDATES,
@@ -519,7 +519,7 @@ class Searcher(TableQueries):
         if where is not None:  # the definitions too; and lists too long to filter in LanceDB
             hits = [h for h in hits if where.match(h.path, h.store)]
         # neighbouring chunks' shared lines take one place
-        hits = distinct_spans(hits, self._repage(query))
+        hits = distinct_spans(hits, self._recut(query, needles))
         return hits if k is None else hits[:k]
 
     def files(self, query: str, k: int = 10, tables: Sequence[str] = TABLES,
@@ -530,13 +530,21 @@ class Searcher(TableQueries):
         (hydra_rag.search.files), with its best passages."""
         return group(self.fused(query, tables, candidates, also, methods, None, where), k)
 
-    def _repage(self, query: str) -> Callable[[Hit], Hit]:
-        """A document's hit cut to fewer lines (distinct_spans) cited by the pages of those."""
-        def repage(h: Hit) -> Hit:
+    def _recut(self, query: str, needles: Sequence[tuple[str, str, int]]
+               ) -> Callable[[Hit], Hit]:
+        """A hit cut to fewer lines (distinct_spans): without the literal ranks (`needles`:
+        list name, string) whose string its lines no longer hold, so that a weak remnant is
+        not kept by a neighbour's match; a document's hit cited by the pages of its lines."""
+        strings = {name: text for name, text, _ in needles}
+
+        def recut(h: Hit) -> Hit:
+            h = still_holding(h, strings)
+            if not h.page_unit:
+                return h
             first, last, unit = self._cited(self._documents(h.store).get(h.path), h.line_start,
                                             h.text, query)
             return replace(h, page_start=first, page_end=last, page_unit=unit)
-        return repage
+        return recut
 
     def _cited(self, doc: dict[str, Any] | None, line_start: int, text: str, query: str
                ) -> tuple[int, int, str]:

@@ -8,7 +8,7 @@ import pytest
 from hydra_rag.search import signals
 from hydra_rag.search.central import centrality
 from hydra_rag.search.definitions import Wanted, named_in
-from hydra_rag.search.files import distinct_spans, group
+from hydra_rag.search.files import distinct_spans, group, still_holding
 from hydra_rag.search.hits import Hit
 
 
@@ -145,6 +145,15 @@ def test_overlapping_chunks_show_their_lines_once() -> None:
                                                    page_start=1, page_end=2, page_unit="page")]
     cut = distinct_spans(doc, lambda h: replace(h, page_start=h.line_start // 20))
     assert (cut[1].line_start, cut[1].page_start) == (41, 2)
+    # a cut hit whose exact match was in the lines its neighbour shows loses that match's
+    # rank (it would keep a weak remnant in the answer's sources); one it still holds stays
+    two = [_hit("g.py", 1, 40, 0.9, "a"), replace(_hit("g.py", 38, 80, 0.8, "b"),
+                                                  ranks={"literal": 1, "term:LINE 60": 2,
+                                                         "bm25": 3})]
+    holds = {"literal": "line 39", "term:LINE 60": "LINE 60"}
+    cut = distinct_spans(two, lambda h: still_holding(h, holds))
+    assert cut[1].ranks == {"term:LINE 60": 2, "bm25": 3}
+    assert distinct_spans(two)[1].ranks == two[1].ranks  # nothing to mend it with
     # a piece of an over-long line that a better hit covers is not shown twice
     long_line = [_hit("d.py", 5, 5, 0.9, "a"), replace(_hit("d.py", 5, 5, 0.8, "b"), text="x")]
     assert [h.id for h in distinct_spans(long_line)] == ["a"]
