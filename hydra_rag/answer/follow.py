@@ -6,7 +6,9 @@ uses it (`if len(url) > MAX_URL_LENGTH:`). A passage sent to the model that name
 a variable or a macro the symbol table knows (defined in at most NAMED_MAX places, in at most
 MAX_LINES lines that hold a number or a string, outside tests and examples) brings that
 definition's lines along, as an entry of its own right after it, as an editor's "go to
-definition" would show them. The names of the lines that match the question best are followed
+definition" would show them. A definition in another file is followed only within the
+passage's top folder: a folder that holds several projects side by side does not lend one
+project's `request` to another's code. The names of the lines that match the question best are followed
 first, FOLLOW_MAX definitions a turn at most.
 
 `follow` is pure apart from the two functions it is given (`reading`: where names are
@@ -47,6 +49,12 @@ def used_names(text: str, query: str) -> list[str]:
                               if len(m.group()) > 1))
 
 
+def _top(path: str) -> str:
+    """A path's first folder ("" for a file at the top): the project, in a folder that holds
+    several side by side."""
+    return path.split("/", 1)[0] if "/" in path else ""
+
+
 def _inside(e: Entry, sources: Sequence[Source], store: str) -> bool:
     return any(s.store == store and s.path == e.path and s.line_start <= e.name_line
                and e.line_end <= s.line_end for s in sources)
@@ -71,8 +79,11 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
             defs = [e for e in places.get(name, []) if not aside(e.path)]
             if not defs or len(places[name]) > NAMED_MAX:
                 continue
-            # The one in the passage's own file, else the only one.
-            mine = [e for e in defs if e.path == s.path] or (defs if len(defs) == 1 else [])
+            # The one in the passage's own file, else the only one, when it is in the same
+            # project: a folder may hold several side by side, and `request` in one project's
+            # code is not the `request` another defines.
+            mine = [e for e in defs if e.path == s.path] or (
+                defs if len(defs) == 1 and _top(defs[0].path) == _top(s.path) else [])
             if not mine:
                 continue
             e = mine[0]

@@ -76,3 +76,14 @@ def test_a_definition_without_a_value_is_not_followed() -> None:
     DEFS.extend([entry("pkg/api.h", "PKG_INLINE", 1), entry("pkg/api.h", "PKG_SIZE", 2)])
     sent = [src(1, "pkg/q.h", 1, "PKG_INLINE int size() { return PKG_SIZE; }")]
     assert [s.text for _, s in follow(sent, "size", lookup, lines)] == ["#define PKG_SIZE 64"]
+
+
+def test_a_definition_in_another_project_of_the_folder_is_not_followed() -> None:
+    # A folder holding two projects side by side: `request` in one's code is a parameter, not
+    # the other project's global of that name.
+    FILES["web/globals.py"] = ['request = LocalProxy("request")']
+    DEFS.append(entry("web/globals.py", "request", 1))
+    sent = [src(1, "client/adapters.py", 5, "def send(self, request):\n    return request")]
+    assert follow(sent, "how is a request sent", lookup, lines) == []
+    same = [src(1, "web/views.py", 5, "def index():\n    return request.args")]
+    assert [s.path for _, s in follow(same, "request", lookup, lines)] == ["web/globals.py"]
