@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from hydra_rag.answer.prompt import Source, neutralise
+from hydra_rag.search.definitions import named_in
 from hydra_rag.search.evidence import clip_around, line_scores, term_weights
 
 # The smallest share of the budget a chunk is given, in tokens: a function signature with a
@@ -29,6 +30,7 @@ MIN_SHARE = 96
 DECAY = 0.5
 AROUND = 2  # lines shown on each side of a matching line before any window is widened
 MAX_WINDOWS = 3  # per chunk: each is an entry, with a header of its own
+NAMED_HEAD = 6  # a definition's first lines, where the name it defines stands
 CHARS_PER_TOKEN = 3  # to cut one overlong line (a paragraph) by characters, conservatively
 
 
@@ -36,6 +38,13 @@ def entry_cost(s: Source, count: Callable[[str], int]) -> int:
     """Tokens of a context entry as the prompt renders it (header, section, `| ` lines)."""
     head = f"§ {s.section}\n" if s.section else ""
     return count(f"[{s.n}] {s.label}\n{neutralise(head + s.text)}") + 2
+
+
+def defines(head: Sequence[str], names: Sequence[str]) -> bool:
+    """Does a definition's head (its first lines: comment, signature) hold one of `names` as a
+    whole identifier (`DigestAuth`, not the `_DigestAuthChallenge` a line of its body names)?"""
+    return any(re.search(rf"(?<![\w$]){re.escape(n)}(?![\w$])", line)
+               for n in names for line in head)
 
 
 def innermost(scopes: Sequence[tuple[int, int]], line: int) -> tuple[int, int] | None:
@@ -46,12 +55,14 @@ def innermost(scopes: Sequence[tuple[int, int]], line: int) -> tuple[int, int] |
 
 def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
             heads: bool = False, weights: dict[str, float] | None = None,
-            scopes: Sequence[tuple[int, int]] = ()) -> list[Source]:
+            scopes: Sequence[tuple[int, int]] = (), named: Sequence[str] = ()) -> list[Source]:
     """The chunk as entries of at most `cap` tokens in all, around the lines that best match
     `query` (the whole chunk when it fits already), in file order. The best line's window is
     the whole definition it stands in when one of `scopes` (the file's definitions, as line
     spans) holds it and fits; else, with `heads`, it keeps the lines that say what it stands
-    in (head_lines), as they fit."""
+    in (head_lines), as they fit. When that definition is of one of the names `named` (the
+    names the question names), it is sent alone: the rest of its chunk is about something
+    else, and the passages after it get the tokens."""
     if entry_cost(source, count) <= cap:
         return [source]
     lines = source.text.splitlines()
@@ -75,6 +86,7 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
     def span_cost(lo: int, hi: int) -> int:
         return sum(cost[lo:hi + 1])
 
+    alone = False  # the definition of a name the question names, whole
     scope = innermost(scopes, source.line_start + best)
     if scope is not None:  # the definition the best line stands in, whole, as it fits
         lo = max(0, scope[0] - source.line_start)
@@ -82,9 +94,10 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
         if lo < hi and header + span_cost(lo, hi) <= left:
             spans.append([lo, hi])
             left -= header + span_cost(lo, hi)
+            alone = defines(lines[lo:lo + NAMED_HEAD], named)
 
-    todo = [(i, AROUND) for i in ranked]
-    if heads:  # right after the best window, before any other
+    todo = [] if alone else [(i, AROUND) for i in ranked]
+    if heads and not alone:  # right after the best window, before any other
         todo[1:1] = [(h, 0) for h in head_lines(lines, best)]
     for i, around in todo:
         lo, hi = max(0, i - around), min(len(lines) - 1, i + around)
@@ -110,7 +123,7 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
         return 0 <= j < len(lines) and cost[j] <= left and not any(
             s is not first and s[0] - 1 <= j <= s[1] + 1 for s in spans)
 
-    grew = True
+    grew = not alone
     while grew:  # what is left widens the best window, a line each side in turn
         grew = False
         for below in (True, False):
@@ -213,6 +226,7 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
     # The best chunk, then the named definitions, then the others in their order.
     marked = [i < len(named) and named[i] for i in range(len(sources))]
     weights = term_weights([s.text for s in sources], query)
+    names = [w.name for w in named_in(query)] if any(marked) else []
     order = sorted(range(len(sources)), key=lambda i: (i > 0, not marked[i], i))
     for rank, i in enumerate(order):
         s = sources[i]
@@ -225,7 +239,7 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
         if share < MIN_SHARE:
             break
         for w in windows(s, query, count, share, heads, weights,
-                         scopes[i] if i < len(scopes) else ()):
+                         scopes[i] if i < len(scopes) else (), names if marked[i] else ()):
             fresh = _unseen(w, out)  # chunks overlap: a line is sent once
             if fresh is not None:
                 out.append(replace(fresh, n=len(out) + 1))

@@ -95,6 +95,10 @@ EXTRA = {
 (namespace_definition name: (namespace_identifier) @name) @definition.module
 (call_expression function: (identifier) @name) @reference.call
 (call_expression function: (field_expression field: (field_identifier) @name)) @reference.call
+(function_declarator declarator: (qualified_identifier scope: (template_type)
+  name: (identifier) @name)) @definition.method
+(function_declarator declarator: (qualified_identifier
+  name: (qualified_identifier name: (identifier) @name))) @definition.method
 """,
     "ruby": """
 (assignment left: (constant) @name) @definition.constant
@@ -322,6 +326,9 @@ def _in_macro(name: Any, kind: str) -> Symbol:
     return Symbol(_text(name), kind, first + 1, last + 1, name.start_point[0] + 1)
 
 
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*(?:<[^<>]*>[^<>]*)*>")  # `Pool<T>::` is Pool's
+
+
 def _text(node: Any) -> str:
     return bytes(node.text or b"").decode("utf-8", errors="replace")
 
@@ -353,6 +360,15 @@ def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str
         types = [n for n in _walk(receiver) if n.type == "type_identifier"]
         if types:
             scope.insert(0, _text(types[0]))
+    # C++: `void logger::flush_() {…}` outside its class is logger's (spdlog.logger.flush_);
+    # `a::b::f`, `pool<T>::f` likewise
+    qualified, quals = name.parent, list[str]()
+    while qualified is not None and qualified.type == "qualified_identifier":
+        of = qualified.child_by_field_name("scope")
+        if of is not None:
+            quals += reversed([p for p in _TEMPLATE_ARGS.sub("", _text(of)).split("::") if p])
+        qualified = qualified.parent
+    scope[:0] = quals
     if kind == "function" and scope and _is_class_scope(node, defs):
         kind = "method"
     return Symbol(_text(name), kind, first + 1, node.end_point[0] + 1 - _trailing(node),

@@ -19,7 +19,9 @@ from hydra_rag.read.symbols import Reference, Symbol
 # embedding) by its next run (hydra_rag.index.run: symbols are back-filled).
 # 2: Rust items in macros; `x.f = function f` once. 3: what a use is reached through.
 # 4: C and C++ definitions behind decorating macros (`SPDLOG_INLINE void f()`).
-SYMBOLS_VERSION = 4
+# 5: a C++ member defined outside its class (`void logger::flush_()`, `pool<T>::get`) is its
+#    class's.
+SYMBOLS_VERSION = 5
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

@@ -217,3 +217,24 @@ def test_cpp_definitions_behind_decorating_macros() -> None:
     assert {("SPDLOG_INLINE", 1, 1), ("from_str", 3, 8), ("post_log", 9, 16),
             ("logger", 17, 18)} <= got, got
     assert any(r.name == "post_" for r in refs)
+
+
+def test_a_cpp_member_defined_outside_its_class_is_its_class() -> None:
+    # `void logger::flush_() {…}` in logger-inl.h or a .cpp file is logger's method: a query
+    # for `logger::flush_` must find this body, not only the declaration in the class.
+    text = (
+        "namespace spdlog {\n"
+        "SPDLOG_INLINE void logger::flush_()\n"
+        "{\n"
+        "}\n"
+        "template<typename T>\n"
+        "T pool<T>::get() { return T(); }\n"
+        "void details::os::sleep_ms(int ms) {}\n"
+        "void free_function() {}\n"
+        "}\n")
+    defs, _ = parse(text, "cpp")
+    got = {d.name: d.scope for d in defs}
+    assert got["flush_"] == "spdlog.logger"
+    assert got["get"] == "spdlog.pool"
+    assert got["sleep_ms"] == "spdlog.details.os"
+    assert got["free_function"] == "spdlog"
