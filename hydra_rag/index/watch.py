@@ -42,7 +42,8 @@ def _now() -> str:
 @dataclass
 class WatchEvent:
     """One thing a watch reports: `watching` (started), `indexed` (a run, after a batch of
-    changes or at start), `waiting` (another run holds the folder), `error` (a run failed; it
+    changes or at start), `waiting` (another run holds the folder; or, without a folder, a
+    watch that follows the registry has none left to watch), `error` (a run failed; it
     is retried), `warning` (a folder moved or deleted, a fallback), `progress` (a message
     from an index run) or `stopped`."""
 
@@ -151,7 +152,8 @@ class Watch:
                     self._reopen()
                 if self.watched.from_registry():
                     self._reopen()
-                    self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
+                    if self.folders:  # (with none left, `waiting` says so)
+                        self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
                 self._say_if_none()
                 self._run_due()
         finally:

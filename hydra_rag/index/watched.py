@@ -83,6 +83,9 @@ class Watched:
         # The registry's folders (--all, --tag) as they are now: with it, a folder registered
         # or tagged later is watched too, and one forgotten or untagged is let go.
         self.follow = follow
+        # A registered folder that is not there (deleted, an unmounted drive): looked for again
+        # every DECLINED_RETRY_S, so that one that comes back is watched again.
+        self._absent = False
         self._registry = registry.stamp()
         self.folders: dict[Path, Folder] = {}
         for r in roots:
@@ -93,6 +96,7 @@ class Watched:
                     raise
                 warn(str(r), f"registered, but {exc}; not watched (`hydra-rag stores prune` "
                              "forgets the folders that are gone)")
+                self._absent = True
                 continue
             found = ident(root)
             assert found is not None  # resolve_root checked it is a folder
@@ -175,6 +179,8 @@ class Watched:
             self.let_go(f.root)
             self.warn(str(f.root), "the folder was moved or deleted; no longer watched (its "
                                    "index, if it still exists, is not updated)")
+        if went and self.follow is not None:
+            self._absent = True  # taken back by from_registry if it comes back
         if went and not self.folders and self.follow is None:
             raise HydraError("every watched folder was moved or deleted; nothing left to watch")
         return bool(went)
@@ -207,16 +213,19 @@ class Watched:
             return False
         retry = time.monotonic() - self._retried >= DECLINED_RETRY_S
         now = registry.stamp()
-        if now == self._registry and not (retry and self._declined):
+        if now == self._registry and not (retry and (self._declined or self._absent)):
             return False
         self._registry = now
         if retry:
             self._retried = time.monotonic()
         wanted: dict[Path, tuple[int, int]] = {}
+        self._absent = False
         for p in self.follow():
             found = ident(p)
             if found is not None:
                 wanted[p.resolve()] = found
+            else:
+                self._absent = True
         went = [r for r in self.folders if r not in wanted]
         new = [r for r in wanted if r not in self.folders and (retry or r not in self._declined)]
         for root in went:

@@ -525,7 +525,8 @@ def test_a_watch_of_a_tag_follows_the_registry(home: Path, tmp_path: Path,
     after = len(w.seen)
     write_tree(one, {"d.md": "# Lamps\n\nOil for the lamp, written after the untag.\n"})
     write_tree(two, {"e.md": "# Queens\n\nThe queen lays the eggs.\n"})
-    w.expect("indexed", root=str(two), initial=False)
+    # (a run of `two` with nothing new may come first: the notifier is made anew)
+    w.expect("indexed", root=str(two), initial=False, files_indexed=1)
     assert "d.md" not in _files(one) and "e.md" in _files(two)
     assert not [x for x in map(json.loads, w.seen[after:]) if x.get("root") == str(one)]
     # the last folder untagged: the watch waits for one (a service is not made to fail and
@@ -542,5 +543,5 @@ def test_a_watch_of_a_tag_follows_the_registry(home: Path, tmp_path: Path,
     events = [json.loads(x) for x in w.seen]
     assert sum(e["event"] == "warning" and e.get("root") == str(held) for e in events) == 1
     assert sum(e["event"] == "indexed" and e.get("root") == str(one) for e in events) <= 4
-    assert sum(e["event"] == "watching" for e in events) == 5
+    assert sum(e["event"] == "watching" for e in events) == 4  # none while there is none
     assert other.stop() == 0
