@@ -14,11 +14,10 @@ budget is spent.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from hydra_rag.answer.prompt import Source, neutralise
-from hydra_rag.search.definitions import named_in
 from hydra_rag.search.evidence import clip_around, line_scores, term_weights
 
 # The smallest share of the budget a chunk is given, in tokens: a function signature with a
@@ -30,7 +29,6 @@ MIN_SHARE = 96
 DECAY = 0.5
 AROUND = 2  # lines shown on each side of a matching line before any window is widened
 MAX_WINDOWS = 3  # per chunk: each is an entry, with a header of its own
-NAMED_HEAD = 6  # a definition's first lines, where the name it defines stands
 CHARS_PER_TOKEN = 3  # to cut one overlong line (a paragraph) by characters, conservatively
 
 
@@ -38,13 +36,6 @@ def entry_cost(s: Source, count: Callable[[str], int]) -> int:
     """Tokens of a context entry as the prompt renders it (header, section, `| ` lines)."""
     head = f"§ {s.section}\n" if s.section else ""
     return count(f"[{s.n}] {s.label}\n{neutralise(head + s.text)}") + 2
-
-
-def defines(head: Sequence[str], names: Sequence[str]) -> bool:
-    """Does a definition's head (its first lines: comment, signature) hold one of `names` as a
-    whole identifier (`DigestAuth`, not the `_DigestAuthChallenge` a line of its body names)?"""
-    return any(re.search(rf"(?<![\w$]){re.escape(n)}(?![\w$])", line)
-               for n in names for line in head)
 
 
 def innermost(scopes: Sequence[tuple[int, int]], line: int) -> tuple[int, int] | None:
@@ -55,14 +46,15 @@ def innermost(scopes: Sequence[tuple[int, int]], line: int) -> tuple[int, int] |
 
 def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
             heads: bool = False, weights: dict[str, float] | None = None,
-            scopes: Sequence[tuple[int, int]] = (), named: Sequence[str] = ()) -> list[Source]:
+            scopes: Sequence[tuple[int, int]] = (),
+            named: Collection[tuple[int, int]] = ()) -> list[Source]:
     """The chunk as entries of at most `cap` tokens in all, around the lines that best match
     `query` (the whole chunk when it fits already), in file order. The best line's window is
     the whole definition it stands in when one of `scopes` (the file's definitions, as line
     spans) holds it and fits; else, with `heads`, it keeps the lines that say what it stands
-    in (head_lines), as they fit. When that definition is of one of the names `named` (the
-    names the question names), it is sent alone: the rest of its chunk is about something
-    else, and the passages after it get the tokens."""
+    in (head_lines), as they fit. When that definition is one of `named` (the spans of the
+    definitions of a name the question names) and starts in the chunk, it is sent alone: the
+    rest of its chunk is about something else, and the passages after it get the tokens."""
     if entry_cost(source, count) <= cap:
         return [source]
     lines = source.text.splitlines()
@@ -94,7 +86,7 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
         if lo < hi and header + span_cost(lo, hi) <= left:
             spans.append([lo, hi])
             left -= header + span_cost(lo, hi)
-            alone = defines(lines[lo:lo + NAMED_HEAD], named)
+            alone = scope in named and scope[0] >= source.line_start
 
     todo = [] if alone else [(i, AROUND) for i in ranked]
     if heads and not alone:  # right after the best window, before any other
@@ -212,13 +204,15 @@ def head_lines(lines: Sequence[str], at: int) -> list[int]:
 
 def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
         budget: int, lead: float = 0.0, heads: bool = False,
-        named: Sequence[bool] = (), scopes: Sequence[Sequence[tuple[int, int]]] = ()
-        ) -> list[Source]:
+        named: Sequence[bool] = (), scopes: Sequence[Sequence[tuple[int, int]]] = (),
+        defining: Sequence[Collection[tuple[int, int]]] = ()) -> list[Source]:
     """The chunks cut to share `budget` tokens, best first, as entries numbered from 1; a
     budget of 0 keeps whole chunks. The best chunk, and each chunk `named` marks (the
     definition of a name the question names), may take a `lead` share of the budget, and
     come before the others; each of those takes a DECAY share of what is left (at least
-    MIN_SHARE), in their order. Chunks that no longer fit are left out."""
+    MIN_SHARE), in their order. Chunks that no longer fit are left out. `scopes`: each
+    chunk's file's definitions (line spans); `defining`: of those, the definitions of a name
+    the question names, which a marked chunk sends alone (`windows`)."""
     if budget <= 0:
         return list(sources)
     out: list[Source] = []
@@ -226,7 +220,6 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
     # The best chunk, then the named definitions, then the others in their order.
     marked = [i < len(named) and named[i] for i in range(len(sources))]
     weights = term_weights([s.text for s in sources], query)
-    names = [w.name for w in named_in(query)] if any(marked) else []
     order = sorted(range(len(sources)), key=lambda i: (i > 0, not marked[i], i))
     for rank, i in enumerate(order):
         s = sources[i]
@@ -239,7 +232,8 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
         if share < MIN_SHARE:
             break
         for w in windows(s, query, count, share, heads, weights,
-                         scopes[i] if i < len(scopes) else (), names if marked[i] else ()):
+                         scopes[i] if i < len(scopes) else (),
+                         defining[i] if marked[i] and i < len(defining) else ()):
             fresh = _unseen(w, out)  # chunks overlap: a line is sent once
             if fresh is not None:
                 out.append(replace(fresh, n=len(out) + 1))

@@ -23,6 +23,7 @@ from hydra_rag.errors import HydraError
 from hydra_rag.models.chat import connect_chat, stream_chat
 from hydra_rag.models.sidecar import read_record, touch
 from hydra_rag.paths import store_names
+from hydra_rag.search.definitions import named_in, wanted
 from hydra_rag.search.evidence import weak
 from hydra_rag.search.fuse import literal_terms
 
@@ -193,11 +194,12 @@ class Chat:
         budget: the passages are cut again to what those leave."""
         budget, s = self.settings.context_tokens, self.settings
         stores = {str(store.root): store for store, _ in self.searcher.stores}
-        scopes = self._scopes(whole, stores) if s.context_scope and budget > 0 else []
+        scopes, defining = (self._scopes(whole, stores, query) if s.context_scope and budget > 0
+                            else ([], []))
 
         def cut(tokens: int) -> list[Source]:
             return fit(whole, query, self.count, tokens, s.context_lead, s.context_heads, named,
-                       scopes)
+                       scopes, defining)
 
         sources = cut(budget)
         if not s.context_follow or not sources:
@@ -218,17 +220,24 @@ class Chat:
         return follow.interleave(sources, extra)
 
     @staticmethod
-    def _scopes(whole: list[Source], stores: dict[str, Any]) -> list[list[tuple[int, int]]]:
+    def _scopes(whole: list[Source], stores: dict[str, Any], query: str
+                ) -> tuple[list[list[tuple[int, int]]], list[set[tuple[int, int]]]]:
         """For each passage, the line spans of the definitions in its file (the symbol
-        table's), each file read once."""
+        table's), each file read once; and of those, the spans of definitions of a name the
+        question names."""
+        w = wanted(query)
+        names = {n.name for n in named_in(query)} | ({w.name} if w is not None else set())
         spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        defining: dict[tuple[str, str], set[tuple[int, int]]] = {}
         for src in whole:
             key = (src.store, src.path)
             if key not in spans:
                 store = stores.get(src.store)
-                spans[key] = [] if store is None else [
-                    (e.line_start, e.line_end) for e in store.file_list.outline(src.path)]
-        return [spans[(src.store, src.path)] for src in whole]
+                outline = [] if store is None else store.file_list.outline(src.path)
+                spans[key] = [(e.line_start, e.line_end) for e in outline]
+                defining[key] = {(e.line_start, e.line_end) for e in outline if e.name in names}
+        return ([spans[(src.store, src.path)] for src in whole],
+                [defining[(src.store, src.path)] for src in whole])
 
     def rewrite(self, question: str, earlier: list[str]) -> str | None:
         """The chat model's rewrite of a follow-up into a question that stands alone, or None

@@ -197,19 +197,22 @@ def test_the_best_line_brings_its_whole_definition_where_it_fits() -> None:
 
 def test_the_definition_a_question_names_is_sent_alone() -> None:
     # "What does `send_from_directory` do?": its definition, whole, and nothing else of its
-    # chunk (the filler below it would take tokens the next passages need). A definition
-    # whose body only mentions a longer name holding the one asked for is not that one.
+    # chunk (the filler below it would take tokens the next passages need). Another
+    # definition holding the best line is not sent alone, nor one that starts before the chunk.
     s = source(start=1)
     scope = [(6, 11), (13, 14)]
     q = "what does send_from_directory do with the directory"
     plain = windows(s, q, words, 120, scopes=scope)
-    alone = windows(s, q, words, 120, scopes=scope, named=["send_from_directory"])
+    alone = windows(s, q, words, 120, scopes=scope, named={(6, 11)})
     assert [(w.line_start, w.line_end) for w in alone] == [(6, 11)]
     assert sum(words(w.text) for w in plain) > sum(words(w.text) for w in alone)
-    assert windows(s, q, words, 120, scopes=scope, named=["send_from"]) == plain
+    assert windows(s, q, words, 120, scopes=scope, named={(13, 14)}) == plain
+    late = source(CODE, start=6)  # the chunk starts at the definition's second line
+    assert windows(late, q, words, 120, scopes=[(5, 10)], named={(5, 10)}) == \
+        windows(late, q, words, 120, scopes=[(5, 10)])
     # through fit: the passages after it get what the definition left
     other = source(CODE, start=1, n=2, path="flask/other.py")
     sent = fit([source(start=1), other], q, words, 200, lead=0.5, named=[True, False],
-               scopes=[scope, []])
+               scopes=[scope, []], defining=[{(6, 11)}, set()])
     assert [(s.path, s.line_start, s.line_end) for s in sent][0] == ("flask/helpers.py", 6, 11)
     assert any(s.path == "flask/other.py" for s in sent)
