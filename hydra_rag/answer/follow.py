@@ -6,13 +6,13 @@ uses it (`if len(url) > MAX_URL_LENGTH:`). A passage sent to the model that name
 a variable or a macro the symbol table knows (defined in at most NAMED_MAX places, in at most
 MAX_LINES lines that hold a number or a string, outside tests and examples) brings that
 definition's lines along, as an entry of its own right after it, as an editor's "go to
-definition" would show them. A definition in another file is followed only within the
-passage's top folder: a folder that holds several projects side by side does not lend one
-project's `request` to another's code. The names of the lines that match the question best are followed
-first, FOLLOW_MAX definitions a turn at most.
+definition" would show them. A definition in another file is followed within its project:
+a folder that holds several projects side by side (no project file at its top) does not
+lend one project's `request` to another's code. The names of the lines that match the
+question best are followed first, FOLLOW_MAX definitions a turn at most.
 
 `follow` is pure apart from the two functions it is given (`reading`: where names are
-defined, and a file's lines as indexed).
+defined, and a file's lines as indexed) and a look for a project file at a folder's top.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from hydra_rag.answer.prompt import Source
@@ -49,10 +50,26 @@ def used_names(text: str, query: str) -> list[str]:
                               if len(m.group()) > 1))
 
 
+# Files that make a folder one project (its include/ and src/ are one code base).
+PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", "package.json", "go.mod",
+                   "Cargo.toml", "CMakeLists.txt", "meson.build", "Makefile", "pom.xml",
+                   "build.gradle", "Gemfile")
+
+
 def _top(path: str) -> str:
-    """A path's first folder ("" for a file at the top): the project, in a folder that holds
-    several side by side."""
+    """A path's first folder ("" for a file at the top)."""
     return path.split("/", 1)[0] if "/" in path else ""
+
+
+def _same_project(root: str, here: str, there: str) -> bool:
+    """May a name used in `here` be defined in `there` (paths in the folder `root`)? Yes in
+    a folder that is one project (a marker file at its top), in the same top folder, or at
+    the top; not across the top folders of a folder that holds projects side by side
+    (requests/ and flask/: `request` in one's code is not the other's global)."""
+    top = _top(there)
+    if top in ("", _top(here)):
+        return True
+    return any((Path(root) / m).exists() for m in PROJECT_MARKERS)
 
 
 def _inside(e: Entry, sources: Sequence[Source], store: str) -> bool:
@@ -83,7 +100,7 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
             # project: a folder may hold several side by side, and `request` in one project's
             # code is not the `request` another defines.
             mine = [e for e in defs if e.path == s.path] or (
-                defs if len(defs) == 1 and _top(defs[0].path) == _top(s.path) else [])
+                defs if len(defs) == 1 and _same_project(s.store, s.path, defs[0].path) else [])
             if not mine:
                 continue
             e = mine[0]

@@ -4,6 +4,7 @@ symbol table and the files' lines."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from hydra_rag.answer.follow import FOLLOW_MAX, follow, interleave, used_names
 from hydra_rag.answer.prompt import Source
@@ -78,7 +79,7 @@ def test_a_definition_without_a_value_is_not_followed() -> None:
     assert [s.text for _, s in follow(sent, "size", lookup, lines)] == ["#define PKG_SIZE 64"]
 
 
-def test_a_definition_in_another_project_of_the_folder_is_not_followed() -> None:
+def test_a_definition_in_another_project_of_the_folder_is_not_followed(tmp_path: Path) -> None:
     # A folder holding two projects side by side: `request` in one's code is a parameter, not
     # the other project's global of that name.
     FILES["web/globals.py"] = ['request = LocalProxy("request")']
@@ -87,3 +88,16 @@ def test_a_definition_in_another_project_of_the_folder_is_not_followed() -> None
     assert follow(sent, "how is a request sent", lookup, lines) == []
     same = [src(1, "web/views.py", 5, "def index():\n    return request.args")]
     assert [s.path for _, s in follow(same, "request", lookup, lines)] == ["web/globals.py"]
+    # one project (a project file at the folder's top): include/ and src/ are one code base
+    FILES["include/x/config.h"] = ["#define X_POOL 8"]
+    DEFS.append(entry("include/x/config.h", "X_POOL", 1))
+    code = "int n = X_POOL;"
+    assert follow([src(1, "src/x.cpp", 3, code)], "pool", lookup, lines) == []  # /corpus: none
+    (tmp_path / "CMakeLists.txt").write_text("project(x)\n")
+    one = [Source(1, str(tmp_path), "src/x.cpp", 3, 3, code)]
+    assert [s.path for _, s in follow(one, "pool", lookup, lines)] == ["include/x/config.h"]
+    # a file at the top (settings.py) serves every folder under it
+    FILES["settings.py"] = ["LIMIT = 5"]
+    DEFS.append(entry("settings.py", "LIMIT", 1))
+    top = [src(1, "app/views.py", 1, "if n > LIMIT:\n    stop()")]
+    assert [s.path for _, s in follow(top, "limit", lookup, lines)] == ["settings.py"]
