@@ -99,6 +99,11 @@ EXTRA = {
   name: (identifier) @name)) @definition.method
 (function_declarator declarator: (qualified_identifier
   name: (qualified_identifier name: (identifier) @name))) @definition.method
+(function_declarator declarator: (qualified_identifier name: (qualified_identifier
+  name: (qualified_identifier name: (identifier) @name)))) @definition.method
+(function_declarator declarator: (qualified_identifier name: (qualified_identifier
+  name: (qualified_identifier name: (qualified_identifier name: (identifier) @name)))))
+  @definition.method
 """,
     "ruby": """
 (assignment left: (constant) @name) @definition.constant
@@ -326,7 +331,16 @@ def _in_macro(name: Any, kind: str) -> Symbol:
     return Symbol(_text(name), kind, first + 1, last + 1, name.start_point[0] + 1)
 
 
-_TEMPLATE_ARGS = re.compile(r"<[^<>]*(?:<[^<>]*>[^<>]*)*>")  # `Pool<T>::` is Pool's
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
+
+
+def _untemplated(name: str) -> str:
+    """A qualifier without its template arguments, however nested (`Pool<A<B>>` is Pool)."""
+    while True:
+        bare = _TEMPLATE_ARGS.sub("", name)
+        if bare == name:
+            return bare
+        name = bare
 
 
 def _text(node: Any) -> str:
@@ -366,7 +380,7 @@ def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str
     while qualified is not None and qualified.type == "qualified_identifier":
         of = qualified.child_by_field_name("scope")
         if of is not None:
-            quals += reversed([p for p in _TEMPLATE_ARGS.sub("", _text(of)).split("::") if p])
+            quals += reversed([p for p in _untemplated(_text(of)).split("::") if p])
         qualified = qualified.parent
     scope[:0] = quals
     if kind == "function" and scope and _is_class_scope(node, defs):

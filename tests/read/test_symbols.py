@@ -231,6 +231,8 @@ def test_a_cpp_member_defined_outside_its_class_is_its_class() -> None:
         "T pool<T>::get() { return T(); }\n"
         "void details::os::sleep_ms(int ms) {}\n"
         "void free_function() {}\n"
+        "void a::b::c::deep() {}\n"
+        "template<> void Foo<A<B<C>>>::nested() {}\n"
         "}\n")
     defs, _ = parse(text, "cpp")
     got = {d.name: d.scope for d in defs}
@@ -238,3 +240,5 @@ def test_a_cpp_member_defined_outside_its_class_is_its_class() -> None:
     assert got["get"] == "spdlog.pool"
     assert got["sleep_ms"] == "spdlog.details.os"
     assert got["free_function"] == "spdlog"
+    assert got["deep"] == "spdlog.a.b.c"
+    assert got["nested"] == "spdlog.Foo"
