@@ -16,6 +16,7 @@ from hydra_rag.errors import HydraError, UsageError, unreadable
 from hydra_rag.paths import (  # noqa: F401 (part of the API)
     INDEX_DIR,
     escape_name,
+    stat_key,
     store_names,
     typed_path,
 )
@@ -80,12 +81,7 @@ def _index_stamp(roots: list[Path]) -> tuple[Any, ...]:
     out: list[Any] = []
     for root in roots:
         for path in (root / ".hydra-index", root / ".hydra-index" / "meta.yaml"):
-            try:
-                st = path.stat()
-            except OSError:
-                out.append(None)
-                continue
-            out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+            out.append(stat_key(path, lambda st: (st.st_ino, st.st_mtime_ns, st.st_size)))
     return tuple(out)
 
 

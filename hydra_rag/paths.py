@@ -6,14 +6,27 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from hydra_rag.errors import HydraError
 
 APP = "hydra-rag"
 INDEX_DIR = ".hydra-index"
+
+T = TypeVar("T")
+
+
+def stat_key(path: Path, key: Callable[[os.stat_result], T]) -> T | None:
+    """`key` of a file's stat (its identity or its version: `(st.st_ino, st.st_mtime_ns)`),
+    None when it cannot be stat'ed: what long-running code compares to see a change."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return key(st)
 
 
 @dataclass(frozen=True)

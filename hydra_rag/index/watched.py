@@ -17,7 +17,7 @@ from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError
 from hydra_rag.index import resolve_root
 from hydra_rag.locks import file_lock, lock_holder
-from hydra_rag.paths import INDEX_DIR
+from hydra_rag.paths import INDEX_DIR, stat_key
 from hydra_rag.read.source import walker
 from hydra_rag.store import registry
 
@@ -54,19 +54,13 @@ class Folder:
 
 
 def stat(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
+    """A file's version (an ignore file outside the folder)."""
+    return stat_key(path, lambda st: (st.st_mtime_ns, st.st_size))
 
 
 def ident(root: Path) -> tuple[int, int] | None:
-    try:
-        st = root.stat()
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
+    """A folder's identity: another folder put at its path differs."""
+    return stat_key(root, lambda st: (st.st_dev, st.st_ino))
 
 
 class Watched:

@@ -7,18 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.errors import HydraError
-from hydra_rag.paths import INDEX_DIR, escape_name, typed_path
+from hydra_rag.paths import INDEX_DIR, escape_name, stat_key, typed_path
 from hydra_rag.store.index_dir import TABLES, Store
 from hydra_rag.store.vectors import recorded as recorded_pending
 
 
 def pointer(store: Store) -> tuple[int, int]:
     """meta.yaml's identity: it changes with every index run, and with a rebuild's switch."""
-    try:
-        st = store.meta_path.stat()
-    except OSError:
-        return (-1, -1)
-    return st.st_ino, st.st_mtime_ns
+    return stat_key(store.meta_path, lambda st: (st.st_ino, st.st_mtime_ns)) or (-1, -1)
 
 
 def find_index_root(start: Path) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.locks import file_lock, write_atomic
-from hydra_rag.paths import dirs, state_dir
+from hydra_rag.paths import dirs, stat_key, state_dir
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -30,11 +30,7 @@ def stamp() -> tuple[int, int, int] | None:
     """When the registry last changed (its file's inode, mtime and size: each write replaces
     the file; None: there is none yet): a long-running server or watch reads it again only
     when this moves."""
-    try:
-        st = dirs().registry.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
+    return stat_key(dirs().registry, lambda st: (st.st_ino, st.st_mtime_ns, st.st_size))
 
 
 def register(root: Path, tags: list[str] | None = None) -> dict[str, Any]:
