@@ -42,7 +42,8 @@ from retrieval_quality import paired
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "code_search"
-SIGNALS = ("rank_kind", "rank_aside", "rank_paths", "rank_central", "rank_names", "rank_map")
+SIGNALS = ("rank_kind", "rank_aside", "rank_paths", "rank_central", "rank_names", "rank_map",
+           "rank_bodies")
 RELEASE = "a921360"  # the last commit before issue 44's work
 # One variant per signal: the default without it ("-paths"), or with it when it is off by
 # default ("+central").

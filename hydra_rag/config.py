@@ -79,6 +79,7 @@ class Settings:
     rank_paths: bool = True
     rank_central: bool = False  # measured: no help on bench/code_search.py (BENCHMARKS.md)
     rank_names: bool = True
+    rank_bodies: bool = True  # search --files: a header's implementation just before it
     rank_map: bool = False  # measured: lost 0.02 nDCG@10 on CoSQA, no help on code_search
     rerank: bool = False  # reorder the first `rerank_top` fused candidates with `reranker`
     reranker: str = "ms-marco-minilm-l12"

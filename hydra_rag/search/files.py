@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 
+from hydra_rag.search import signals
 from hydra_rag.search.hits import Hit
 
 # Measured on bench/code_search.py: 0.2 ranked files 0.007 nDCG@10 worse than the best chunk
 # alone (within its noise, 0.014), so by default a file is as good as its best passage.
 SECOND = 0.0
 PASSAGES = 3  # shown per file
+LIFT = 1e-6  # how far above its header an implementation is put
 MIN_REST = 3  # non-blank lines a chunk must keep, less a better neighbour's, to be shown
 
 
@@ -92,11 +95,42 @@ def distinct_spans(hits: Iterable[Hit], recut: Callable[[Hit], Hit] | None = Non
     return kept
 
 
-def group(hits: Iterable[Hit], k: int | None = None, second: float | None = None
-          ) -> list[FileHit]:
+def _implementations(best: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+    """The files that implement a declaration file ranked above them (`logger-inl.h` below
+    `logger.h`), each with a score just above that header's: the header's doc comments match
+    a question's words, its bodies are what the question is about. A header and a body of
+    the same name pair up in one folder, or across folders (`include/a/x.h`, `src/x.cpp`)
+    when neither name stands twice among the files."""
+    headers: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
+    bodies: dict[tuple[str, str], list[str]] = {}
+    for store, path in best:
+        d = signals.declared(path)
+        if d is not None:
+            headers.setdefault((store, d[0]), []).append((path, d[1]))
+        stem = signals.body_of(path)
+        if stem is not None:
+            bodies.setdefault((store, stem), []).append(path)
+    out = {}
+    for (store, stem), paths in bodies.items():
+        for path in paths:
+            folder, suffix = PurePosixPath(path).parent, PurePosixPath(path).name[len(stem):]
+            mine = [h for h, implementing in headers.get((store, stem), [])
+                    if suffix.lower() in implementing
+                    and (PurePosixPath(h).parent == folder
+                         or len(paths) == 1 and len(headers[(store, stem)]) == 1)]
+            top = max((best[(store, h)] for h in mine), default=0.0)
+            if top > best[(store, path)]:
+                out[(store, path)] = top + LIFT
+    return out
+
+
+def group(hits: Iterable[Hit], k: int | None = None, second: float | None = None,
+          bodies_first: bool = False) -> list[FileHit]:
     """The files of ranked hits, best first: each scored by its best chunk plus `second`
     times its second best (a neighbour of the best, less their shared lines, counts as one),
-    with its first PASSAGES non-overlapping passages."""
+    with its first PASSAGES non-overlapping passages. `bodies_first`: a file that implements
+    a header (`logger.cpp`, `logger-inl.h` for `logger.h`) just before it, when it ranked
+    after it."""
     second = SECOND if second is None else second
     by_file: dict[tuple[str, str], list[tuple[float, Hit]]] = {}
     # The hits' order is the authority (a reranker's or the definitions' order is not their
@@ -106,10 +140,17 @@ def group(hits: Iterable[Hit], k: int | None = None, second: float | None = None
         value = min(value, h.score)
         by_file.setdefault((h.store, h.path), []).append((value, h))
     files = []
+    scores = {key: mine[0][0] + (second * mine[1][0] if len(mine) > 1 else 0.0)
+              for key, mine in by_file.items()}
+    lifted = _implementations(scores) if bodies_first else {}
     for (store, path), mine in by_file.items():
-        score = mine[0][0] + (second * mine[1][0] if len(mine) > 1 else 0.0)
-        files.append(FileHit(store, path, mine[0][1].kind, score,
-                             [h for _, h in mine[:PASSAGES]]))
+        passages = [h for _, h in mine[:PASSAGES]]
+        score = scores[(store, path)]
+        if (store, path) in lifted:  # in its first passage's signals (--json)
+            passages[0] = replace(passages[0], signals={
+                **passages[0].signals, "implements": lifted[(store, path)] - score})
+            score = lifted[(store, path)]
+        files.append(FileHit(store, path, mine[0][1].kind, score, passages))
     # A name's definitions stay first, as `definitions.first` put them (a name goes to its
     # definition, whatever else a file holds).
     files.sort(key=lambda f: ("definition" not in f.passages[0].ranks, -f.score, f.store, f.path))

@@ -1,13 +1,8 @@
 """Hybrid retrieval: vector kNN and BM25 over both tables and every folder, fused.
 
-Default fusion ("score"): each list's raw scores are min-max normalised over its candidates
-(its best = 1, its last = 0) and the chunk's score is the weighted sum,
-`w · vector + (1 - w) · bm25`, with the dense weight w chosen per table and query
-(`dense_weight`): 0.5; 0.75 for a plain-language question over code, where BM25 rarely shares
-the code's words; 0.1 where the embedder does not know the table's language, where its vectors
-are close to noise. Measured on SciFact and CoSQA (BENCHMARKS.md) it beats Reciprocal Rank
-Fusion by 0.015 and 0.072 nDCG@10: RRF only sees ranks, so a weak list's confident-looking top
-ranks count as much as a strong list's.
+Fusion is hydra_rag.search.fuse's: by default each list's scores min-max normalised and
+summed with a dense weight per table and query, which beat Reciprocal Rank Fusion by 0.015
+and 0.072 nDCG@10 on SciFact and CoSQA (BENCHMARKS.md).
 
 A third list, "literal", holds the chunks that contain the query as typed (or the phrase in
 its quotes), case aside, as grep would find them; strings that tokenizers break (`a.b.c`,
@@ -527,8 +522,12 @@ class Searcher(TableQueries):
               methods: Sequence[str] = METHODS, where: PathFilter | None = None
               ) -> list[FileHit]:
         """The top-k files for `query`, each scored from all its candidate chunks
-        (hydra_rag.search.files), with its best passages."""
-        return group(self.fused(query, tables, candidates, also, methods, None, where), k)
+        (hydra_rag.search.files), with its best passages; a header's implementation just
+        before it (`rank_bodies`), unless a path query names the file it wants."""
+        bodies = (self.settings.rank_bodies and set(METHODS) <= set(methods)
+                  and signals.kind_of(query).kind != "path")
+        return group(self.fused(query, tables, candidates, also, methods, None, where), k,
+                     bodies_first=bodies)
 
     def _recut(self, query: str, needles: Sequence[tuple[str, str, int]]
                ) -> Callable[[Hit], Hit]:

@@ -14,6 +14,11 @@ likely its file is the one a question is about:
   configuration. For a question about code, tests, examples, benchmarks and vendored copies
   weigh ASIDE, and documentation and build files weigh DOCS when the folder holds code: the
   implementation first, unless the question asks for them (`asks`).
+- `declared` and `body_of`: a declaration file (a C or C++ header, a Python stub, a
+  TypeScript `.d.ts`) and the files that hold its bodies (`logger.h`: `logger.cpp`,
+  `logger-inl.h`). A header says what exists, with its doc comments, and so matches a
+  question's words better than the code that does it: a file search puts the implementation
+  just before its header (hydra_rag.search.files).
 - `path_share`: the share of the question's words that its file's and folders' names hold
   (`_transports/default.py` for "default transport"): PATH_WEIGHT times it is added; a path
   query (`auth.py`, `src/auth/`) puts the files it names first (`named_file`: PATH_NAMED).
@@ -187,3 +192,40 @@ def path_share(q: Question, path: str) -> float:
         return 0.0
     have = path_stems(path)
     return sum(1 for t in q.terms if t in have) / len(q.terms)
+
+
+# A declaration file's suffixes, and the suffixes of the files that implement it: the same
+# stem (`logger.h`: `logger.cpp`; spdlog's `logger-inl.h`; `foo.pyi`: `foo.py`).
+_HEADERS = (".h", ".hh", ".hpp", ".hxx", ".h++")
+_BODIES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".inl", ".ipp", ".tcc", "-inl.h", "_inl.h",
+           "-inl.hpp", "_impl.h", "-impl.h", "_impl.hpp")
+_DECLARED = {".pyi": (".py",), ".d.ts": (".ts", ".js", ".mjs", ".cjs"),
+             **dict.fromkeys(_HEADERS, _BODIES)}
+
+
+@cache
+def declared(path: str) -> tuple[str, tuple[str, ...]] | None:
+    """(the file's name without its suffix, the suffixes that implement it) for a declaration
+    file, else None. A file that is itself a body (`logger-inl.h`) is not a declaration."""
+    name = PurePosixPath(path).name
+    lower = name.lower()
+    if any(lower.endswith(b) for b in _BODIES):
+        return None
+    for suffix, bodies in _DECLARED.items():
+        if lower.endswith(suffix) and len(name) > len(suffix):
+            return name[:-len(suffix)], bodies
+    return None
+
+
+@cache
+def body_of(path: str) -> str | None:
+    """The stem a file implements (`logger` for `logger-inl.h`, `logger.cpp`, `util.py`),
+    else None: a file's name less a body's suffix."""
+    name = PurePosixPath(path).name
+    lower = name.lower()
+    for suffix in sorted({b for bodies in _DECLARED.values() for b in bodies}, key=len,
+                         reverse=True):
+        if lower.endswith(suffix) and len(name) > len(suffix):
+            return name[:-len(suffix)]
+    return None
+

@@ -10,6 +10,7 @@ from hydra_rag.search.central import centrality
 from hydra_rag.search.definitions import Wanted, named_in
 from hydra_rag.search.files import distinct_spans, group, still_holding
 from hydra_rag.search.hits import Hit
+from hydra_rag.search.signals import body_of, declared
 
 
 @pytest.mark.parametrize(("query", "kind"), [
@@ -176,6 +177,41 @@ def test_files_are_ranked_from_all_their_evidence() -> None:
     # a name's definition stays first
     definition = Hit("/f", "z.py", "code", 1, 5, "x", 0.1, {"definition": 1}, "9")
     assert group([*hits, definition])[0].path == "z.py"
+
+
+def test_a_header_declares_what_its_bodies_implement() -> None:
+    assert declared("include/spdlog/logger.h") == ("logger", declared("x.hpp")[1])  # type: ignore[index]
+    assert declared("include/spdlog/logger-inl.h") is None  # a body, not a declaration
+    assert declared("pkg/mod.pyi") == ("mod", (".py",))
+    assert declared("types/index.d.ts")[0] == "index"  # type: ignore[index]
+    assert declared("src/main.cpp") is None and declared(".h") is None
+    assert body_of("include/spdlog/logger-inl.h") == "logger"
+    assert body_of("src/logger.cpp") == "logger" and body_of("pkg/mod.py") == "mod"
+    assert body_of("README.md") is None
+
+
+def test_a_file_search_puts_the_implementation_before_its_header() -> None:
+    hits = [_hit("inc/log.h", 1, 10, 0.9, "1"), _hit("inc/sink.h", 1, 10, 0.8, "2"),
+            _hit("inc/sink-inl.h", 1, 10, 0.7, "3"), _hit("inc/log-inl.h", 1, 10, 0.3, "4"),
+            _hit("other/sink.cpp", 1, 10, 0.6, "5"), _hit("inc/util.h", 1, 10, 0.5, "6"),
+            _hit("src/util.cpp", 1, 10, 0.2, "7"), _hit("a/conf.h", 1, 10, 0.45, "8"),
+            _hit("b/conf.h", 1, 10, 0.44, "9"), _hit("c/conf.cpp", 1, 10, 0.1, "10")]
+    hits.sort(key=lambda h: -h.score)
+    assert [f.path for f in group(hits)] == [
+        "inc/log.h", "inc/sink.h", "inc/sink-inl.h", "other/sink.cpp", "inc/util.h", "a/conf.h",
+        "b/conf.h", "inc/log-inl.h", "src/util.cpp", "c/conf.cpp"]  # off: as they rank
+    files = group(hits, bodies_first=True)
+    # each body just before its header: in the header's folder, or in another when the
+    # name stands once among the files (util); conf.h twice, sink's bodies twice: not across
+    assert [f.path for f in files] == [
+        "inc/log-inl.h", "inc/log.h", "inc/sink-inl.h", "inc/sink.h", "other/sink.cpp",
+        "src/util.cpp", "inc/util.h", "a/conf.h", "b/conf.h", "c/conf.cpp"]
+    assert files[0].score > 0.9 and files[0].passages[0].signals["implements"] == \
+        pytest.approx(0.6, abs=1e-5)  # shown in --json
+    assert "implements" not in files[1].passages[0].signals
+    # a body that already ranks above its header stays where it is
+    assert [f.path for f in group([_hit("x.cpp", 1, 5, 0.9, "a"), _hit("x.h", 1, 5, 0.5, "b")],
+                                  bodies_first=True)] == ["x.cpp", "x.h"]
 
 
 def test_centrality_ranks_the_module_everyone_uses() -> None:
