@@ -103,8 +103,10 @@ def watch(
             out.print(cmd, markup=False, highlight=False)
         return
     if all_ or tag:
-        # As for search --all: nothing registered is no mistake of syntax (exit 1, not 2).
-        roots = [Path(p) for p in registry.chosen(all_, tag)]
+        # It follows the registry: with nothing registered (or tagged) yet it waits for the
+        # first folder, as it does when its last one goes (a service started before any
+        # `index` run is no failure to restart every 30 s).
+        roots = [Path(p) for p in registry.select(all_, tag)]
     else:
         roots = paths or [Path(".")]
     from hydra_rag.index import IndexInterrupted

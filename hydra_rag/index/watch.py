@@ -90,13 +90,14 @@ class Watch:
     (a run in progress first finishes the batch it is embedding, so the index is left whole,
     with no repair pending); raises KeyboardInterrupt on a signal while it runs without a
     handler that calls `stop()` (an interrupted run raises IndexInterrupted), and HydraError
-    when no folder is left (one that follows the registry waits for a folder instead)."""
+    when no folder is left (one that follows the registry waits for a folder instead, also
+    when it starts with none)."""
 
     def __init__(self, roots: list[Path], settings: Settings, emit: Emit,
                  include: list[str] | None = None, exclude: list[str] | None = None,
                  quiet_s: float = QUIET_S, force_polling: bool = False,
                  follow: Callable[[], list[Path]] | None = None) -> None:
-        if not roots:
+        if not roots and follow is None:
             raise HydraError("no folder to watch")
         self.settings = settings
         self.emit = emit
@@ -139,7 +140,8 @@ class Watch:
             self._run_due()  # bring every folder current first
             if self.stopping.is_set():
                 return
-            self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
+            if self.folders:  # (with none, `waiting` says so)
+                self.emit(WatchEvent("watching", roots=[str(f) for f in self.folders]))
             self._say_if_none()
             while not self.stopping.is_set():
                 changes = self._wait(self._timeout_ms(), self.stopping)

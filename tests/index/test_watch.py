@@ -490,6 +490,28 @@ def test_install_keeps_secrets_out_of_a_private_unit(home: Path, tmp_path: Path,
     assert [p.name for p in unit_dir.iterdir()] == [name]  # no temporary file left
 
 
+def test_a_watch_of_a_tag_with_no_folder_yet_waits_for_one(home: Path, tmp_path: Path,
+                                                           watching: Any) -> None:
+    # A service of `watch --all` may start before any folder is indexed: it waits (exit 1
+    # would have its unit restarted every 30 s) and takes in the first folder tagged.
+    import uuid
+
+    tag = f"none-yet-{uuid.uuid4().hex[:8]}"
+    w = watching("--tag", tag)
+    assert "waiting for" in w.expect("waiting")["message"]
+    one = write_tree(tmp_path / "one", {"a.md": "# Tides\n\nThe moon pulls the sea.\n"})
+    assert run_cli("index", str(one), "--tag", tag).returncode == 0
+    assert w.expect("watching")["roots"] == [str(one)]
+    w.expect("indexed", root=str(one), initial=True)
+    write_tree(one, {"b.md": "# Neap\n\nA neap tide after the half moon.\n"})
+    w.expect("indexed", root=str(one), initial=False, files_indexed=1)
+    assert w.stop() == 0
+    events = [json.loads(x) for x in w.seen]
+    assert [e["roots"] for e in events if e["event"] == "watching"] == [[str(one)]]
+    # named folders are not a registry to wait for: none left is still an error
+    assert run_cli("watch", str(tmp_path / "missing")).returncode != 0
+
+
 def test_a_watch_of_a_tag_follows_the_registry(home: Path, tmp_path: Path,
                                                watching: Any) -> None:
     # `watch --tag T` (or --all, as its systemd unit runs it) takes in a folder indexed with
