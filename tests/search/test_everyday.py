@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -292,11 +293,12 @@ def test_help_details_and_completion(tmp_path: Path) -> None:
     assert "--include" in out and "GLOB" in out and "SECONDS" in out
     assert "cite [n] sources" in run_cli("--help", env={"COLUMNS": "200"}).stdout
     assert "QUESTION" in run_cli("ask", "--help", env={"COLUMNS": "200"}).stdout
-    # completion: `hydra-rag --show-completion bash` prints the script that
-    # --install-completion installs, and completing `hydra-rag ind` offers `index`
+    # completion: `hydra-rag --show-completion`, typed at a bash prompt, prints the script
+    # that --install-completion installs (for the shell it runs under: bash here, whatever
+    # started the tests), and completing `hydra-rag ind` offers `index`
     hydra = Path(sys.executable).parent / "hydra-rag"  # the installed command
-    proc = subprocess.run([str(hydra), "--show-completion", "bash"], capture_output=True,
-                          text=True, env={**os.environ, "SHELL": "/bin/bash"})
+    proc = subprocess.run(["bash", "-c", f"{shlex.quote(str(hydra))} --show-completion; true"],
+                          capture_output=True, text=True)
     assert proc.returncode == 0 and "complete -o default -F _hydra_rag_completion hydra-rag" \
         in proc.stdout, proc
     got = subprocess.run([str(hydra)], capture_output=True, text=True, env={
