@@ -259,6 +259,10 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
                 node = nodes[0]
                 while node.type.endswith("declarator") and node.parent is not None:
                     node = node.parent  # C: the function's declarator is named; take it all
+                if node.type == "declaration" and _in_function(node):
+                    # a prototype inside a body, or what a macro call there reads as one
+                    # (`SPDLOG_LOGGER_CATCH(source_loc())`): not a definition
+                    continue
                 known = defs.get(node.id)
                 # Two patterns for one node (Rust: a function, and a method in an impl): the
                 # more specific word wins.
@@ -285,6 +289,16 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     symbols = [_symbol(node, name, kind, defs) for node, name, kind in defs.values()] + macros
     symbols.sort(key=lambda s: (s.line_start, s.name_line, s.name))
     return symbols, refs
+
+
+def _in_function(node: Any) -> bool:
+    """Does the node stand inside a function's body?"""
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "function_definition":
+            return True
+        parent = parent.parent
+    return False
 
 
 # The field that holds what a name is reached through, per grammar: Python's attribute and

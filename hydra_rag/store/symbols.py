@@ -20,8 +20,8 @@ from hydra_rag.read.symbols import Reference, Symbol
 # 2: Rust items in macros; `x.f = function f` once. 3: what a use is reached through.
 # 4: C and C++ definitions behind decorating macros (`SPDLOG_INLINE void f()`).
 # 5: a C++ member defined outside its class (`void logger::flush_()`, `pool<T>::get`) is its
-#    class's.
-SYMBOLS_VERSION = 5
+#    class's. 6: no C or C++ prototype inside a body (a macro call there read as one).
+SYMBOLS_VERSION = 6
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

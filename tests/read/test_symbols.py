@@ -242,3 +242,24 @@ def test_a_cpp_member_defined_outside_its_class_is_its_class() -> None:
     assert got["free_function"] == "spdlog"
     assert got["deep"] == "spdlog.a.b.c"
     assert got["nested"] == "spdlog.Foo"
+
+
+def test_a_macro_call_in_a_cpp_body_is_no_definition() -> None:
+    # `SPDLOG_LOGGER_CATCH(source_loc())` closes a try in spdlog's bodies; C++'s grammar
+    # reads it as a prototype of `source_loc`, which `def source_loc` listed beside the
+    # struct. A prototype inside a body defines nothing either; a local class does.
+    text = (
+        "void logger::flush_()\n"
+        "{\n"
+        "    SPDLOG_TRY { sink->flush(); }\n"
+        "    SPDLOG_LOGGER_CATCH(source_loc())\n"
+        "}\n"
+        "void g() {\n"
+        "    void proto(int);\n"
+        "    struct local { void m() {} };\n"
+        "}\n"
+        "int top(int);\n")
+    defs, _ = parse(text, "cpp")
+    assert [(d.name, d.kind) for d in defs] == [
+        ("flush_", "method"), ("g", "function"), ("local", "class"), ("m", "method"),
+        ("top", "function")]
