@@ -97,6 +97,10 @@ EXTRA = {
 (call_expression function: (field_expression field: (field_identifier) @name)) @reference.call
 (function_declarator declarator: (qualified_identifier scope: (template_type)
   name: (identifier) @name)) @definition.method
+(function_declarator declarator: (destructor_name) @name) @definition.method
+(function_declarator declarator: (operator_name) @name) @definition.method
+(function_declarator declarator: (qualified_identifier
+  name: [(destructor_name) (operator_name)] @name)) @definition.method
 (function_declarator declarator: (qualified_identifier
   name: (qualified_identifier name: (identifier) @name))) @definition.method
 (function_declarator declarator: (qualified_identifier name: (qualified_identifier
@@ -291,6 +295,12 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     return symbols, refs
 
 
+def operator_name(name: str) -> str:
+    """A C++ operator's name as the symbol table keeps it and a query names it: `operator==`
+    (written `operator ==` too), `operator new`."""
+    return re.sub(r"^operator\s+(?=[^\w\s])", "operator", name)
+
+
 def _in_function(node: Any) -> bool:
     """Does the node stand inside a function's body?"""
     parent = node.parent
@@ -342,7 +352,8 @@ def _in_macro(name: Any, kind: str) -> Symbol:
             sib = sib.prev_sibling
         else:
             break
-    return Symbol(_text(name), kind, first + 1, last + 1, name.start_point[0] + 1)
+    text = operator_name(_text(name)) if name.type == "operator_name" else _text(name)
+    return Symbol(text, kind, first + 1, last + 1, name.start_point[0] + 1)
 
 
 _TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
@@ -399,7 +410,8 @@ def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str
     scope[:0] = quals
     if kind == "function" and scope and _is_class_scope(node, defs):
         kind = "method"
-    return Symbol(_text(name), kind, first + 1, node.end_point[0] + 1 - _trailing(node),
+    text = operator_name(_text(name)) if name.type == "operator_name" else _text(name)
+    return Symbol(text, kind, first + 1, node.end_point[0] + 1 - _trailing(node),
                   name.start_point[0] + 1, ".".join(reversed(scope)))
 
 

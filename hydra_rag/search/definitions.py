@@ -16,24 +16,27 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from hydra_rag.read.symbols import operator_name
 from hydra_rag.search.hits import Hit
 from hydra_rag.store.index_dir import Store
 from hydra_rag.store.symbols import Entry
 
 _IDENT = r"[A-Za-z_$][\w$]*"
-_NAME = rf"{_IDENT}(?:(?:\.|::|#|->){_IDENT})*"
+# The last part of a name may be a C++ destructor (`~logger`) or operator (`operator==`).
+_OPERATOR = r"operator\s*(?:\(\)|\[\]|->\*?|[-+*/%^&|~!=<>,]{1,3}|new\b|delete\b)"
+_NAME = rf"(?P<scope>(?:{_IDENT}(?:\.|::|#|->))*)(?P<last>{_OPERATOR}|~?{_IDENT})"
 _SEP = re.compile(r"\.|::|#|->")
 _KIND = (r"(?:(?:the\s+)?(?:function|method|class|type|struct|interface|trait|enum|constant|"
          r"macro|module|variable|func|fn|def)\s+)?")
 _CALL = r"(?:\(\s*\))?"
-BARE = re.compile(rf"`?(?P<n>{_NAME}){_CALL}`?\s*\??")
+BARE = re.compile(rf"`?{_NAME}{_CALL}`?\s*\??")
 ASKED = [re.compile(p, re.I) for p in (
-    rf"(?:where\s+(?:is|are)|where's)\s+(?:the\s+)?{_KIND}`?(?P<n>{_NAME}){_CALL}`?\s+"
+    rf"(?:where\s+(?:is|are)|where's)\s+(?:the\s+)?{_KIND}`?{_NAME}{_CALL}`?\s+"
     r"(?:defined|declared|implemented|written)\s*\??",
     rf"(?:(?:show|find|go\s+to|goto|open)\s+(?:me\s+)?(?:the\s+)?)?(?:definition|declaration|"
-    rf"implementation|source)\s+of\s+{_KIND}`?(?P<n>{_NAME}){_CALL}`?\s*\??",
-    rf"`?(?P<n>{_NAME}){_CALL}`?\s+(?:definition|declaration)\s*\??",
-    rf"(?:def|defn|definition|goto)\s*:\s*`?(?P<n>{_NAME}){_CALL}`?",
+    rf"implementation|source)\s+of\s+{_KIND}`?{_NAME}{_CALL}`?\s*\??",
+    rf"`?{_NAME}{_CALL}`?\s+(?:definition|declaration)\s*\??",
+    rf"(?:def|defn|definition|goto)\s*:\s*`?{_NAME}{_CALL}`?",
 )]
 # Paths of tests, examples and vendored copies: their definitions come after the others.
 _ASIDE = re.compile(r"(^|/)(tests?|testing|spec|specs|__tests__|test_\w+\.py|\w+_test\.\w+|"
@@ -64,8 +67,14 @@ def wanted(query: str) -> Wanted | None:
                 break
     if m is None:
         return None
-    parts = [p for p in _SEP.split(m["n"]) if p]
-    return Wanted(parts[-1], ".".join(parts[:-1]), asked)
+    return _named(m, asked)
+
+
+def _named(m: re.Match[str], asked: bool) -> Wanted:
+    """The Wanted of a match of _NAME: `a::b::~c` is `~c` in `a.b`."""
+    scope = ".".join(p for p in _SEP.split(m["scope"]) if p)
+    return Wanted(operator_name(m["last"]), scope, asked)
+
 
 
 def aside(path: str) -> bool:
@@ -233,8 +242,7 @@ def named_in(query: str) -> list[Wanted]:
         m = BARE.fullmatch(term)
         if m is None:
             continue
-        parts = [p for p in _SEP.split(m["n"]) if p]
-        w = Wanted(parts[-1], ".".join(parts[:-1]), False)
+        w = _named(m, False)
         if w not in out:
             out.append(w)
     return out

@@ -21,7 +21,8 @@ from hydra_rag.read.symbols import Reference, Symbol
 # 4: C and C++ definitions behind decorating macros (`SPDLOG_INLINE void f()`).
 # 5: a C++ member defined outside its class (`void logger::flush_()`, `pool<T>::get`) is its
 #    class's. 6: no C or C++ prototype inside a body (a macro call there read as one).
-SYMBOLS_VERSION = 6
+# 7: C++ destructors and operators (`logger::~logger`, `operator==`).
+SYMBOLS_VERSION = 7
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

@@ -263,3 +263,23 @@ def test_a_macro_call_in_a_cpp_body_is_no_definition() -> None:
     assert [(d.name, d.kind) for d in defs] == [
         ("flush_", "method"), ("g", "function"), ("local", "class"), ("m", "method"),
         ("top", "function")]
+
+
+def test_cpp_destructors_and_operators_are_definitions() -> None:
+    # `hydra-rag def logger::~logger` and `def pool::operator==` find their bodies, in the
+    # class or outside it; `operator ==` is kept as `operator==`, as a query names it
+    text = (
+        "namespace spdlog {\n"
+        "logger::~logger() { flush(); }\n"
+        "class pool {\n"
+        "    ~pool() { stop(); }\n"
+        "    bool operator == (const pool &o) const { return true; }\n"
+        "    void *operator new(size_t n);\n"
+        "};\n"
+        "template<typename T> bool pool<T>::operator<(const pool &o) const { return false; }\n"
+        "}\n")
+    defs, _ = parse(text, "cpp")
+    got = {(d.name, d.scope, d.line_start) for d in defs if d.kind == "method"}
+    assert got == {("~logger", "spdlog.logger", 2), ("~pool", "spdlog.pool", 4),
+                   ("operator==", "spdlog.pool", 5), ("operator new", "spdlog.pool", 6),
+                   ("operator<", "spdlog.pool", 8)}

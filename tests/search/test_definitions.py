@@ -89,6 +89,13 @@ def _search(root: Path, query: str, *extra: str) -> list[dict]:  # type: ignore[
     ("how are proxies bypassed", None),
     ("where is the config file", None),
     ("what does send do?", None),
+    # C++ destructors and operators: the last part of the name
+    ("logger::~logger", Wanted("~logger", "logger", False)),
+    ("where is pool::operator== defined?", Wanted("operator==", "pool", True)),
+    ("operator ==", Wanted("operator==", "", False)),
+    ("Foo::operator()", Wanted("operator()", "Foo", False)),
+    ("a->b", Wanted("b", "a", False)),
+    ("~/notes", None),
 ])
 def test_what_a_query_names(query: str, found: Wanted | None) -> None:
     assert wanted(query) == found
