@@ -129,7 +129,8 @@ def watch(
         return [Path(p) for p in registry.select(all_, tag)]
 
     w = Watch(roots, load_settings(), emit, include, exclude,
-              follow=follow if all_ or tag else None)
+              follow=follow if all_ or tag else None,
+              following="registered folder" if all_ else f"folder tagged {', '.join(tag or [])}")
     interrupted = ""
     with _stops(w):
         try:

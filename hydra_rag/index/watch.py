@@ -96,7 +96,7 @@ class Watch:
     def __init__(self, roots: list[Path], settings: Settings, emit: Emit,
                  include: list[str] | None = None, exclude: list[str] | None = None,
                  quiet_s: float = QUIET_S, force_polling: bool = False,
-                 follow: Callable[[], list[Path]] | None = None) -> None:
+                 follow: Callable[[], list[Path]] | None = None, following: str = "") -> None:
         if not roots and follow is None:
             raise HydraError("no folder to watch")
         self.settings = settings
@@ -112,6 +112,7 @@ class Watch:
         self.indexing = False  # a run is in progress
         self._said_stopping = False
         self._said_none = False  # a following watch with no folder left said it waits
+        self.following = following or "registered folder"  # what it follows, for that line
         self._blind = False  # watchfiles refused a name: folders are walked every REWALK_S
         self._walked = 0.0  # when they were last made due for that
 
@@ -170,8 +171,8 @@ class Watch:
         if self._said_none:
             return
         self._said_none = True
-        self.emit(WatchEvent("waiting", message="no registered folder to watch now; waiting for "
-                             "one to be indexed (or tagged) with what this watch follows"))
+        self.emit(WatchEvent("waiting", message=f"no {self.following} to watch now; waiting "
+                             "for one to be indexed (or tagged) with what this watch follows"))
 
     def _wait(self, timeout_ms: int, stop: Any) -> set[tuple[int, str]] | None:
         """The next batch of events, gathered until the folders are quiet (empty: the timeout

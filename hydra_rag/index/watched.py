@@ -12,6 +12,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hydra_rag.config import Settings
 from hydra_rag.errors import HydraError
@@ -22,6 +23,7 @@ from hydra_rag.read.source import walker
 from hydra_rag.store import registry
 
 DECLINED_RETRY_S = 60.0  # a followed folder another watch held is tried again this often
+_UNREAD = object()  # a followed registry not read yet: unlike any stamp
 
 Warn = Callable[[str, str], None]  # (folder, message)
 
@@ -80,7 +82,9 @@ class Watched:
         # A registered folder that is not there (deleted, an unmounted drive): looked for again
         # every DECLINED_RETRY_S, so that one that comes back is watched again.
         self._absent = False
-        self._registry = registry.stamp()
+        # With `follow`: no stamp yet, so that the first look reads the registry again (a
+        # folder registered after the caller chose `roots` and before now is not missed).
+        self._registry: Any = registry.stamp() if follow is None else _UNREAD
         self.folders: dict[Path, Folder] = {}
         for r in roots:
             try:

@@ -97,8 +97,8 @@ EXTRA = {
 (call_expression function: (field_expression field: (field_identifier) @name)) @reference.call
 (function_declarator declarator: (qualified_identifier scope: (template_type)
   name: (identifier) @name)) @definition.method
-(function_declarator declarator: (destructor_name) @name) @definition.method
-(function_declarator declarator: (operator_name) @name) @definition.method
+(function_declarator declarator: (destructor_name) @name) @definition.function
+(function_declarator declarator: (operator_name) @name) @definition.function
 (function_declarator declarator: (qualified_identifier
   name: [(destructor_name) (operator_name)] @name)) @definition.method
 (function_declarator declarator: (qualified_identifier
@@ -297,8 +297,13 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
 
 def operator_name(name: str) -> str:
     """A C++ operator's name as the symbol table keeps it and a query names it: `operator==`
-    (written `operator ==` too), `operator new`."""
-    return re.sub(r"^operator\s+(?=[^\w\s])", "operator", name)
+    (written `operator ==` too), `operator()`, `operator new[]`."""
+    if not re.match(r"operator(?![\w$])", name):  # `operators`, `build_request`: a name
+        return name
+    rest = " ".join(name.removeprefix("operator").split())
+    if rest[:1].isalnum() or rest[:1] == "_":  # new, delete, a conversion: `operator new[]`
+        return "operator " + re.sub(r"\s+(?=[^\w\s])|(?<=[^\w\s])\s+", "", rest)
+    return "operator" + rest.replace(" ", "")
 
 
 def _in_function(node: Any) -> bool:

@@ -23,7 +23,8 @@ from hydra_rag.store.symbols import Entry
 
 _IDENT = r"[A-Za-z_$][\w$]*"
 # The last part of a name may be a C++ destructor (`~logger`) or operator (`operator==`).
-_OPERATOR = r"operator\s*(?:\(\)|\[\]|->\*?|[-+*/%^&|~!=<>,]{1,3}|new\b|delete\b)"
+_OPERATOR = (r"operator\s*(?:\(\s*\)|\[\s*\]|->\*?|[-+*/%^&|~!=<>,]{1,3}|"
+             r"(?:new|delete)\b(?:\s*\[\s*\])?)")
 _NAME = rf"(?P<scope>(?:{_IDENT}(?:\.|::|#|->))*)(?P<last>{_OPERATOR}|~?{_IDENT})"
 _SEP = re.compile(r"\.|::|#|->")
 _KIND = (r"(?:(?:the\s+)?(?:function|method|class|type|struct|interface|trait|enum|constant|"

@@ -117,9 +117,11 @@ def _implementations(best: dict[tuple[str, str], float]) -> dict[tuple[str, str]
             mine = [h for h, implementing in headers.get((store, stem), [])
                     if suffix.lower() in implementing
                     and (PurePosixPath(h).parent == folder
-                         or len(paths) == 1 and len(headers[(store, stem)]) == 1)]
-            top = max((best[(store, h)] for h in mine), default=0.0)
-            if top > best[(store, path)]:
+                         or len(paths) == 1 and len(headers[(store, stem)]) == 1
+                         # a test's or an example's x.cpp is not include/x.h's body
+                         and signals.role(path) == signals.role(h))]
+            top = max((best[(store, h)] for h in mine), default=None)
+            if top is not None and top >= best[(store, path)]:  # a tie too: the body first
                 out[(store, path)] = top + LIFT
     return out
 

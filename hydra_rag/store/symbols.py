@@ -21,8 +21,9 @@ from hydra_rag.read.symbols import Reference, Symbol
 # 4: C and C++ definitions behind decorating macros (`SPDLOG_INLINE void f()`).
 # 5: a C++ member defined outside its class (`void logger::flush_()`, `pool<T>::get`) is its
 #    class's. 6: no C or C++ prototype inside a body (a macro call there read as one).
-# 7: C++ destructors and operators (`logger::~logger`, `operator==`).
-SYMBOLS_VERSION = 7
+# 7: C++ destructors and operators (`logger::~logger`, `operator==`). 8: a free one is a
+#    function; `operator new []` is `operator new[]`.
+SYMBOLS_VERSION = 8
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

@@ -277,9 +277,14 @@ def test_cpp_destructors_and_operators_are_definitions() -> None:
         "    void *operator new(size_t n);\n"
         "};\n"
         "template<typename T> bool pool<T>::operator<(const pool &o) const { return false; }\n"
-        "}\n")
+        "}\n"
+        "std::ostream &operator<<(std::ostream &os, const pool &p) { return os; }\n"
+        "void *operator new [] (size_t n);\n")
     defs, _ = parse(text, "cpp")
     got = {(d.name, d.scope, d.line_start) for d in defs if d.kind == "method"}
     assert got == {("~logger", "spdlog.logger", 2), ("~pool", "spdlog.pool", 4),
                    ("operator==", "spdlog.pool", 5), ("operator new", "spdlog.pool", 6),
                    ("operator<", "spdlog.pool", 8)}
+    # outside a class, an operator is a function
+    assert {(d.name, d.kind) for d in defs if d.line_start > 9} == {
+        ("operator<<", "function"), ("operator new[]", "function")}

@@ -297,7 +297,7 @@ def test_help_details_and_completion(tmp_path: Path) -> None:
     # that --install-completion installs (for the shell it runs under: bash here, whatever
     # started the tests), and completing `hydra-rag ind` offers `index`
     hydra = Path(sys.executable).parent / "hydra-rag"  # the installed command
-    proc = subprocess.run(["bash", "-c", f"{shlex.quote(str(hydra))} --show-completion; true"],
+    proc = subprocess.run(["bash", "-c", f"{shlex.quote(str(hydra))} --show-completion; exit $?"],
                           capture_output=True, text=True)
     assert proc.returncode == 0 and "complete -o default -F _hydra_rag_completion hydra-rag" \
         in proc.stdout, proc

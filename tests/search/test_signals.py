@@ -209,6 +209,12 @@ def test_a_file_search_puts_the_implementation_before_its_header() -> None:
     assert files[0].score > 0.9 and files[0].passages[0].signals["implements"] == \
         pytest.approx(0.6, abs=1e-5)  # shown in --json
     assert "implements" not in files[1].passages[0].signals
+    # a tie goes to the body; a test's x.cpp is not include/x.h's body from another folder
+    tie = group([_hit("x.h", 1, 5, 0.5, "a"), _hit("x.tcc", 1, 5, 0.5, "b")], bodies_first=True)
+    assert [f.path for f in tie] == ["x.tcc", "x.h"]
+    test = group([_hit("include/y.h", 1, 5, 0.5, "a"), _hit("tests/y.cpp", 1, 5, 0.4, "b")],
+                 bodies_first=True)
+    assert [f.path for f in test] == ["include/y.h", "tests/y.cpp"]
     # a body that already ranks above its header stays where it is
     assert [f.path for f in group([_hit("x.cpp", 1, 5, 0.9, "a"), _hit("x.h", 1, 5, 0.5, "b")],
                                   bodies_first=True)] == ["x.cpp", "x.h"]
