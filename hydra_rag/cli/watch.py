@@ -125,6 +125,11 @@ def watch(
              else out).print(
                 line, markup=False, highlight=False)
 
+    if tag and not roots:  # a tag mistyped waits as long as one not used yet: say which exist
+        known = sorted({t for e in registry.stores().values() for t in e.get("tags", [])})
+        emit(WatchEvent("warning", message=f"no registered folder is tagged {', '.join(tag)} "
+                        f"yet (tags in use: {', '.join(known) or 'none'})"))
+
     def follow() -> list[Path]:  # the registry's choice now: new folders are watched too
         return [Path(p) for p in registry.select(all_, tag)]
 

@@ -498,6 +498,7 @@ def test_a_watch_of_a_tag_with_no_folder_yet_waits_for_one(home: Path, tmp_path:
 
     tag = f"none-yet-{uuid.uuid4().hex[:8]}"
     w = watching("--tag", tag)
+    assert "tags in use:" in w.expect("warning")["message"]  # a mistyped tag shows
     assert f"no folder tagged {tag}" in w.expect("waiting")["message"]
     one = write_tree(tmp_path / "one", {"a.md": "# Tides\n\nThe moon pulls the sea.\n"})
     assert run_cli("index", str(one), "--tag", tag).returncode == 0
