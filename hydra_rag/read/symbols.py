@@ -357,8 +357,7 @@ def _in_macro(name: Any, kind: str) -> Symbol:
             sib = sib.prev_sibling
         else:
             break
-    text = operator_name(_text(name)) if name.type == "operator_name" else _text(name)
-    return Symbol(text, kind, first + 1, last + 1, name.start_point[0] + 1)
+    return Symbol(_text(name), kind, first + 1, last + 1, name.start_point[0] + 1)
 
 
 _TEMPLATE_ARGS = re.compile(r"<[^<>]*>")

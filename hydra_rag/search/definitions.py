@@ -77,7 +77,6 @@ def _named(m: re.Match[str], asked: bool) -> Wanted:
     return Wanted(operator_name(m["last"]), scope, asked)
 
 
-
 def aside(path: str) -> bool:
     """A test, example, fixture or vendored file (its definitions rank after the others)."""
     return bool(_ASIDE.search(path))

@@ -201,6 +201,7 @@ _BODIES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".inl", ".ipp", ".tcc", "-inl.h"
            "-inl.hpp", "_impl.h", "-impl.h", "_impl.hpp")
 _DECLARED = {".pyi": (".py",), ".d.ts": (".ts", ".js", ".mjs", ".cjs"),
              **dict.fromkeys(_HEADERS, _BODIES)}
+_ANY_BODY = sorted({b for bodies in _DECLARED.values() for b in bodies}, key=len, reverse=True)
 
 
 @cache
@@ -223,9 +224,7 @@ def body_of(path: str) -> str | None:
     else None: a file's name less a body's suffix."""
     name = PurePosixPath(path).name
     lower = name.lower()
-    for suffix in sorted({b for bodies in _DECLARED.values() for b in bodies}, key=len,
-                         reverse=True):
+    for suffix in _ANY_BODY:  # the longest first: `-inl.h` before `.h`
         if lower.endswith(suffix) and len(name) > len(suffix):
             return name[:-len(suffix)]
     return None
-
