@@ -86,6 +86,7 @@ EXTRA = {
 (preproc_def name: (identifier) @name) @definition.constant
 (preproc_function_def name: (identifier) @name) @definition.macro
 (enum_specifier name: (type_identifier) @name body: (_)) @definition.type
+(union_specifier name: (type_identifier) @name body: (_)) @definition.class
 (call_expression function: (identifier) @name) @reference.call
 """,
     "cpp": """
@@ -95,19 +96,10 @@ EXTRA = {
 (namespace_definition name: (namespace_identifier) @name) @definition.module
 (call_expression function: (identifier) @name) @reference.call
 (call_expression function: (field_expression field: (field_identifier) @name)) @reference.call
-(function_declarator declarator: (qualified_identifier scope: (template_type)
-  name: (identifier) @name)) @definition.method
+(union_specifier name: (type_identifier) @name body: (_)) @definition.class
 (function_declarator declarator: (destructor_name) @name) @definition.function
 (function_declarator declarator: (operator_name) @name) @definition.function
-(function_declarator declarator: (qualified_identifier
-  name: [(destructor_name) (operator_name)] @name)) @definition.method
-(function_declarator declarator: (qualified_identifier
-  name: (qualified_identifier name: (identifier) @name))) @definition.method
-(function_declarator declarator: (qualified_identifier name: (qualified_identifier
-  name: (qualified_identifier name: (identifier) @name)))) @definition.method
-(function_declarator declarator: (qualified_identifier name: (qualified_identifier
-  name: (qualified_identifier name: (qualified_identifier name: (identifier) @name)))))
-  @definition.method
+(function_declarator declarator: (qualified_identifier) @name) @definition.method
 """,
     "ruby": """
 (assignment left: (constant) @name) @definition.constant
@@ -256,13 +248,20 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
         names = caps.get("name")
         if not names or "ignore" in caps:
             continue
-        name = names[0]
+        name = _last_name(names[0])
+        if name is None:
+            continue
         for cap, nodes in caps.items():
             role, _, kind = cap.partition(".")
             if role == "definition" and kind in KINDS:
                 node = nodes[0]
                 while node.type.endswith("declarator") and node.parent is not None:
                     node = node.parent  # C: the function's declarator is named; take it all
+                if node.type == "declaration" and name.parent is not None \
+                        and name.parent.type == "union_specifier":
+                    # `union U {…} u;`: the union is defined (our pattern), once; `union U u;`
+                    # only uses it
+                    continue
                 if node.type == "declaration" and _in_function(node):
                     # a prototype inside a body, or what a macro call there reads as one
                     # (`SPDLOG_LOGGER_CATCH(source_loc())`): not a definition
@@ -293,6 +292,24 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     symbols = [_symbol(node, name, kind, defs) for node, name, kind in defs.values()] + macros
     symbols.sort(key=lambda s: (s.line_start, s.name_line, s.name))
     return symbols, refs
+
+
+# What a C++ qualified name may end in: a member, a destructor, an operator.
+_LAST_NAMES = ("identifier", "field_identifier", "destructor_name", "operator_name")
+
+
+def _last_name(name: Any) -> Any | None:
+    """The name a capture names: itself, or the last part of a qualified C++ name however
+    many qualifiers it has (`a::b::c::~c`: `~c`; `pool<T>::get`: `get`); None for a part
+    that is no name (a template's specialisation, `f<int>`)."""
+    while name.type == "qualified_identifier":
+        name = name.child_by_field_name("name")
+        if name is None:
+            return None
+    if name.parent is not None and name.parent.type == "qualified_identifier" \
+            and name.type not in _LAST_NAMES:
+        return None
+    return name
 
 
 def operator_name(name: str) -> str:
@@ -414,16 +431,40 @@ def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str
     scope[:0] = quals
     if kind == "function" and scope and _is_class_scope(node, defs):
         kind = "method"
+    elif kind == "method" and (quals[0] in _namespaces(defs) if quals
+                               else _in_namespace(node, defs)):
+        kind = "function"  # `void ns::f() {…}` where this file opens `namespace ns`; Rust's
+        # `mod m { fn f() {} }`, which its tags query calls a method
     text = operator_name(_text(name)) if name.type == "operator_name" else _text(name)
     return Symbol(text, kind, first + 1, node.end_point[0] + 1 - _trailing(node),
                   name.start_point[0] + 1, ".".join(reversed(scope)))
+
+
+# Scopes whose functions are functions, not methods: C++ namespaces, Rust modules, TypeScript
+# namespaces (a Ruby module's are its methods).
+NAMESPACES = {"namespace_definition", "mod_item", "internal_module"}
+
+
+def _namespaces(defs: dict[int, tuple[Any, Any, str]]) -> set[str]:
+    return {_text(name) for node, name, _ in defs.values() if node.type in NAMESPACES}
+
+
+def _in_namespace(node: Any, defs: dict[int, tuple[Any, Any, str]]) -> bool:
+    """Is the nearest scope around a definition a namespace (or module) of NAMESPACES?"""
+    parent = node.parent
+    while parent is not None:
+        if parent.id in defs or parent.type in SCOPES:
+            return parent.type in NAMESPACES
+        parent = parent.parent
+    return False
 
 
 def _is_class_scope(node: Any, defs: dict[int, tuple[Any, Any, str]]) -> bool:
     parent = node.parent
     while parent is not None:
         if parent.id in defs:
-            return defs[parent.id][2] in ("class", "interface", "module")
+            return defs[parent.id][2] in ("class", "interface", "module") \
+                and parent.type not in NAMESPACES
         if parent.type in SCOPES:
             return True
         parent = parent.parent

@@ -100,16 +100,17 @@ def _implementations(best: dict[tuple[str, str], float]) -> dict[tuple[str, str]
     `logger.h`), each with a score just above that header's: the header's doc comments match
     a question's words, its bodies are what the question is about. A header and a body of
     the same name pair up in one folder, or across folders (`include/a/x.h`, `src/x.cpp`)
-    when neither name stands twice among the files."""
+    when neither name stands twice among the files. Names pair whatever their case
+    (`Logger.h`, `logger.cpp`)."""
     headers: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
     bodies: dict[tuple[str, str], list[str]] = {}
     for store, path in best:
         d = signals.declared(path)
         if d is not None:
-            headers.setdefault((store, d[0]), []).append((path, d[1]))
+            headers.setdefault((store, d[0].lower()), []).append((path, d[1]))
         stem = signals.body_of(path)
         if stem is not None:
-            bodies.setdefault((store, stem), []).append(path)
+            bodies.setdefault((store, stem.lower()), []).append(path)
     out = {}
     for (store, stem), paths in bodies.items():
         for path in paths:

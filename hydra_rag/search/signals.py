@@ -200,6 +200,7 @@ _HEADERS = (".h", ".hh", ".hpp", ".hxx", ".h++")
 _BODIES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".inl", ".ipp", ".tcc", "-inl.h", "_inl.h",
            "-inl.hpp", "_impl.h", "-impl.h", "_impl.hpp")
 _DECLARED = {".pyi": (".py",), ".d.ts": (".ts", ".js", ".mjs", ".cjs"),
+             ".d.mts": (".mts", ".mjs"), ".d.cts": (".cts", ".cjs"),
              **dict.fromkeys(_HEADERS, _BODIES)}
 _ANY_BODY = sorted({b for bodies in _DECLARED.values() for b in bodies}, key=len, reverse=True)
 

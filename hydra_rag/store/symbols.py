@@ -22,8 +22,10 @@ from hydra_rag.read.symbols import Reference, Symbol
 # 5: a C++ member defined outside its class (`void logger::flush_()`, `pool<T>::get`) is its
 #    class's. 6: no C or C++ prototype inside a body (a macro call there read as one).
 # 7: C++ destructors and operators (`logger::~logger`, `operator==`). 8: a free one is a
-#    function; `operator new []` is `operator new[]`.
-SYMBOLS_VERSION = 8
+#    function; `operator new []` is `operator new[]`. 9: C and C++ unions (inside a function too);
+#    qualified names of any depth (`a::b::c::~c`); a C++ namespace's or Rust module's function
+#    is a function.
+SYMBOLS_VERSION = 9
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

@@ -288,3 +288,38 @@ def test_cpp_destructors_and_operators_are_definitions() -> None:
     # outside a class, an operator is a function
     assert {(d.name, d.kind) for d in defs if d.line_start > 9} == {
         ("operator<<", "function"), ("operator new[]", "function")}
+
+
+def test_unions_and_deeply_qualified_cpp_names() -> None:
+    # A union is a definition as a struct is, at the top or inside a function; naming its
+    # type in a declaration is a use. A destructor or operator qualified twice or more is
+    # still its class's.
+    text = (
+        "union value { int i; float f; };\n"
+        "union value v;\n"
+        "union tagged { int a; } t;\n"
+        "int main() { union local { int a; } l; return 0; }\n"
+        "a::b::c::~c() {}\n"
+        "bool a::b::operator == (const b &o) const { return true; }\n")
+    for lang in ("c", "cpp"):
+        defs, _ = parse(text, lang)
+        unions = [(d.name, d.line_start, d.scope) for d in defs if d.kind == "class"]
+        assert unions == [("value", 1, ""), ("tagged", 3, ""), ("local", 4, "main")], lang
+    defs, _ = parse(text, "cpp")
+    assert {(d.name, d.scope, d.kind) for d in defs if d.line_start > 4} == {
+        ("~c", "a.b.c", "method"), ("operator==", "a.b", "method")}
+
+
+def test_a_namespace_function_is_a_function() -> None:
+    # C++'s `namespace ns { int f(); }` and `void ns::h() {}` (ns opened in the file), Rust's
+    # `mod m { fn f() {} }`: functions of a namespace, not methods; a class's stay methods.
+    cpp, _ = parse("namespace ns {\nint f() { return 0; }\nstruct K { void g() {} };\n}\n"
+                   "void ns::h() {}\nvoid ns::K::i() {}\nvoid other::j() {}\n", "cpp")
+    assert {(d.name, d.scope, d.kind) for d in cpp if d.kind != "module"} == {
+        ("f", "ns", "function"), ("K", "ns", "class"), ("g", "ns.K", "method"),
+        ("h", "ns", "function"), ("i", "ns.K", "method"), ("j", "other", "method")}
+    rust, _ = parse("mod m {\n    fn f() {}\n    struct S;\n    impl S { fn g(&self) {} }\n}\n",
+                    "rust")
+    assert {(d.name, d.scope, d.kind) for d in rust} == {
+        ("m", "", "module"), ("f", "m", "function"), ("S", "m", "class"),
+        ("g", "m.S", "method")}

@@ -188,6 +188,8 @@ def test_a_header_declares_what_its_bodies_implement() -> None:
     assert body_of("include/spdlog/logger-inl.h") == "logger"
     assert body_of("src/logger.cpp") == "logger" and body_of("pkg/mod.py") == "mod"
     assert body_of("README.md") is None
+    assert declared("types/index.d.mts") == ("index", (".mts", ".mjs"))
+    assert declared("types/index.d.cts") == ("index", (".cts", ".cjs"))
 
 
 def test_a_file_search_puts_the_implementation_before_its_header() -> None:
@@ -218,6 +220,12 @@ def test_a_file_search_puts_the_implementation_before_its_header() -> None:
     # a body that already ranks above its header stays where it is
     assert [f.path for f in group([_hit("x.cpp", 1, 5, 0.9, "a"), _hit("x.h", 1, 5, 0.5, "b")],
                                   bodies_first=True)] == ["x.cpp", "x.h"]
+    # names pair whatever their case (`Logger.h`, `logger.cpp`); an ES module's `.d.mts`
+    mixed = group([_hit("src/Logger.h", 1, 5, 0.5, "a"), _hit("src/logger.cpp", 1, 5, 0.4, "b"),
+                   _hit("lib/api.d.mts", 1, 5, 0.3, "c"), _hit("lib/api.mjs", 1, 5, 0.2, "d")],
+                  bodies_first=True)
+    assert [f.path for f in mixed] == ["src/logger.cpp", "src/Logger.h", "lib/api.mjs",
+                                       "lib/api.d.mts"]
 
 
 def test_centrality_ranks_the_module_everyone_uses() -> None:
