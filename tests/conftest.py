@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+# The server of tests/serve/test_serve*.py, started once for the session (tests/served.py).
+pytest_plugins = ["served"]
+
 REPO = Path(__file__).resolve().parent.parent
 # Each command runs in a fresh process unless a test turns the warm process on
 # (tests/cli/test_warm.py): hundreds of test homes must not each leave one running.
