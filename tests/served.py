@@ -38,8 +38,6 @@ LONG = ("Write a very long and detailed guide to growing tomatoes: sun, watering
         "Repeat every point many times.")
 
 
-
-
 @dataclass
 class Server:
     proc: subprocess.Popen[str]
@@ -127,7 +125,6 @@ def _chat_log(home: Path) -> Path:
     return home / "state" / "sidecars" / "smollm2-135m.log"
 
 
-
 def _mcp_tools(srv: Any, headers: dict[str, str]) -> set[str]:
     """The tool names MCP over HTTP lists, asked with these headers."""
     from mcp import Client
@@ -141,7 +138,6 @@ def _mcp_tools(srv: Any, headers: dict[str, str]) -> set[str]:
             return {t.name for t in (await mcp.list_tools()).tools}
 
     return anyio.run(tools)
-
 
 
 def _post_big(server: Server, path: str, size: int, chunked: bool) -> bytes:
@@ -180,8 +176,6 @@ def _post_big(server: Server, path: str, size: int, chunked: bool) -> bytes:
         return got
     finally:
         sock.close()
-
-
 
 
 # -- the folders, the bundle and the server, once for the session -----------------------------
@@ -253,11 +247,28 @@ def folders(served_home: Path, tmp_path_factory: pytest.TempPathFactory
     return {"garden": garden, "desert": desert, "outside": outside}
 
 
-@pytest.fixture(scope="session")
-def server(served_home: Path, folders: dict[str, Path]) -> Iterator[Server]:
-    """`hydra-rag serve` over garden and desert (not `outside`, though it is indexed too)."""
-    srv = _start(served_home, "--path", str(folders["garden"]), "--path", str(folders["desert"]))
-    yield srv
-    _stop(srv)
+# The server, and the home whose sidecars it started, while the serve tests run.
+_LIVE: dict[str, Any] = {}
+
+
+@pytest.fixture
+def server(served_home: Path, folders: dict[str, Path]) -> Server:
+    """`hydra-rag serve` over garden and desert (not `outside`, though it is indexed too):
+    started by the first test that asks for it and kept for the next ones, until the serve
+    tests are done (pytest_runtest_teardown)."""
+    srv = _LIVE.get("server")
+    if srv is None or srv.proc.poll() is not None:
+        srv = _start(served_home, "--path", str(folders["garden"]), "--path",
+                     str(folders["desert"]))
+        _LIVE.update(server=srv, home=served_home)
+    return srv
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last of the serve tests, the server and the sidecars it started stop: they
+    are not kept through the rest of the run."""
+    if "server" in _LIVE and (nextitem is None or not nextitem.path.name.startswith("test_serve")):
+        _stop(_LIVE.pop("server"))
+        run_cli("sidecars", "stop", "--all", env={"HYDRA_RAG_HOME": str(_LIVE.pop("home"))})
 
 

@@ -116,6 +116,9 @@ EXTRA = {
 EXTRA["tsx"] = EXTRA["typescript"]
 # Nodes that are a scope without being a definition the query names: the type they are for.
 SCOPES = {"impl_item": "type"}
+# Definitions whose functions are functions, not methods: C++ namespaces, Rust modules (a Ruby
+# module's are its methods).
+NAMESPACES = {"namespace_definition", "mod_item"}
 # Nodes that wrap a definition and belong to it (decorators, `export`, templates).
 WRAPPERS = {"decorated_definition", "export_statement", "template_declaration"}
 # Declarations that wrap one definition or several (Go's `type ( … )`): theirs when one.
@@ -289,7 +292,10 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     # A definition's own name is no use of it (Go's and Ruby's tags name it as one as well).
     named = {(_text(name), name.start_point[0] + 1) for _, name, _ in defs.values()}
     refs = [r for r in refs if (r.name, r.line) not in named]
-    symbols = [_symbol(node, name, kind, defs) for node, name, kind in defs.values()] + macros
+    # the namespaces this file opens, by name: `void ns::f() {…}` is one of their functions
+    spaces = {_text(name) for node, name, _ in defs.values() if node.type in NAMESPACES}
+    symbols = [_symbol(node, name, kind, defs, spaces) for node, name, kind in defs.values()]
+    symbols += macros
     symbols.sort(key=lambda s: (s.line_start, s.name_line, s.name))
     return symbols, refs
 
@@ -393,7 +399,8 @@ def _text(node: Any) -> str:
     return bytes(node.text or b"").decode("utf-8", errors="replace")
 
 
-def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str]]) -> Symbol:
+def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str]],
+            spaces: set[str]) -> Symbol:
     outer = node
     while outer.parent is not None and (
             outer.parent.type in WRAPPERS
@@ -431,22 +438,14 @@ def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str
     scope[:0] = quals
     if kind == "function" and scope and _is_class_scope(node, defs):
         kind = "method"
-    elif kind == "method" and (quals[0] in _namespaces(defs) if quals
-                               else _in_namespace(node, defs)):
-        kind = "function"  # `void ns::f() {…}` where this file opens `namespace ns`; Rust's
-        # `mod m { fn f() {} }`, which its tags query calls a method
+    elif kind == "method" and (quals[0] in spaces if quals else _in_namespace(node, defs)
+                               or name.parent.type == "qualified_identifier"):
+        # a namespace's: `void ns::f() {…}` where this file opens `namespace ns`, Rust's
+        # `mod m { fn f() {} }` (its tags query says method), C++'s `void ::g() {…}`
+        kind = "function"
     text = operator_name(_text(name)) if name.type == "operator_name" else _text(name)
     return Symbol(text, kind, first + 1, node.end_point[0] + 1 - _trailing(node),
                   name.start_point[0] + 1, ".".join(reversed(scope)))
-
-
-# Scopes whose functions are functions, not methods: C++ namespaces, Rust modules, TypeScript
-# namespaces (a Ruby module's are its methods).
-NAMESPACES = {"namespace_definition", "mod_item", "internal_module"}
-
-
-def _namespaces(defs: dict[int, tuple[Any, Any, str]]) -> set[str]:
-    return {_text(name) for node, name, _ in defs.values() if node.type in NAMESPACES}
 
 
 def _in_namespace(node: Any, defs: dict[int, tuple[Any, Any, str]]) -> bool:

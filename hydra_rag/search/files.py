@@ -114,7 +114,9 @@ def _implementations(best: dict[tuple[str, str], float]) -> dict[tuple[str, str]
     out = {}
     for (store, stem), paths in bodies.items():
         for path in paths:
-            folder, suffix = PurePosixPath(path).parent, PurePosixPath(path).name[len(stem):]
+            # cut with the name's own stem: a lowered one may differ in length (`İ`)
+            own = signals.body_of(path) or stem
+            folder, suffix = PurePosixPath(path).parent, PurePosixPath(path).name[len(own):]
             mine = [h for h, implementing in headers.get((store, stem), [])
                     if suffix.lower() in implementing
                     and (PurePosixPath(h).parent == folder

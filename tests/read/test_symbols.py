@@ -291,8 +291,8 @@ def test_cpp_destructors_and_operators_are_definitions() -> None:
 
 
 def test_unions_and_deeply_qualified_cpp_names() -> None:
-    # A union is a definition as a struct is, at the top or inside a function; naming its
-    # type in a declaration is a use. A destructor or operator qualified twice or more is
+    # A union is a definition as a struct is, at the top or inside a function; a declaration
+    # that only names its type defines nothing. A destructor or operator qualified twice or more is
     # still its class's.
     text = (
         "union value { int i; float f; };\n"
@@ -314,10 +314,12 @@ def test_a_namespace_function_is_a_function() -> None:
     # C++'s `namespace ns { int f(); }` and `void ns::h() {}` (ns opened in the file), Rust's
     # `mod m { fn f() {} }`: functions of a namespace, not methods; a class's stay methods.
     cpp, _ = parse("namespace ns {\nint f() { return 0; }\nstruct K { void g() {} };\n}\n"
-                   "void ns::h() {}\nvoid ns::K::i() {}\nvoid other::j() {}\n", "cpp")
+                   "void ns::h() {}\nvoid ns::K::i() {}\nvoid other::j() {}\nvoid ::k() {}\n",
+                   "cpp")
     assert {(d.name, d.scope, d.kind) for d in cpp if d.kind != "module"} == {
         ("f", "ns", "function"), ("K", "ns", "class"), ("g", "ns.K", "method"),
-        ("h", "ns", "function"), ("i", "ns.K", "method"), ("j", "other", "method")}
+        ("h", "ns", "function"), ("i", "ns.K", "method"), ("j", "other", "method"),
+        ("k", "", "function")}
     rust, _ = parse("mod m {\n    fn f() {}\n    struct S;\n    impl S { fn g(&self) {} }\n}\n",
                     "rust")
     assert {(d.name, d.scope, d.kind) for d in rust} == {

@@ -11,9 +11,12 @@ from typing import Any
 
 import anyio
 import pytest
+
+from conftest import run_cli
 from served import (
     BUNDLE,
     ELSEWHERE,
+    LONG,
     PERSONA,
     TOOLS,
     WATER,
@@ -22,10 +25,7 @@ from served import (
     _openai,
 )
 
-from conftest import run_cli
-
 # -- OpenAI clients work unchanged ---------------------------------------------------------
-
 
 
 def test_openai_client_lists_models_and_bundles(server: Server, served_home: Path,
@@ -305,3 +305,28 @@ def test_api_get_takes_the_names_mcp_takes(server: Server) -> None:
         assert status == 400, (bad, err)
         message = err["error"]["message"]
         assert f"takes no parameter {name!r}" in message and "\n" not in message, message
+
+
+def test_max_completion_tokens_not_a_number_is_400(server: Server) -> None:
+    for value in ("ten", 1.5, [3]):
+        status, doc = _json(server, "POST", "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "x"}], "max_completion_tokens": value})
+        assert status == 400, (value, status, doc)
+        assert doc["error"] == {"message": "max_completion_tokens must be a number",
+                                "type": "invalid_request_error"}
+
+
+def test_finish_reason_says_length_when_cut(server: Server) -> None:
+    client = _openai(server)
+    messages = [{"role": "user", "content": LONG}]
+    reply = client.chat.completions.create(model="smollm2-135m", messages=messages,
+                                           max_tokens=5, temperature=0)
+    assert reply.choices[0].finish_reason == "length"
+    chunks = list(client.chat.completions.create(model="smollm2-135m", messages=messages,
+                                                 max_tokens=5, temperature=0, stream=True))
+    assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == [
+        "length"]
+    short = client.chat.completions.create(model="smollm2-135m", max_tokens=400, messages=[
+        {"role": "user", "content": "Answer with one word: how many times a week should "
+                                    "tomatoes be watered?"}], temperature=0)
+    assert short.choices[0].finish_reason == "stop"
