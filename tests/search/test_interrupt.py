@@ -14,7 +14,7 @@ def test_a_searcher_interrupted_mid_search_answers_the_next(home: Path, corpus: 
     proc = run_cli("index", str(corpus))
     assert proc.returncode == 0, proc.stderr
     code = (
-        "import random, signal\n"
+        "import random, signal, time\n"
         "from hydra_rag.config import load_settings\n"
         "from hydra_rag.search.retrieve import Searcher\n"
         f"s = Searcher([__import__('pathlib').Path({str(corpus)!r})], load_settings())\n"
@@ -22,10 +22,17 @@ def test_a_searcher_interrupted_mid_search_answers_the_next(home: Path, corpus: 
         "def on(*_): raise KeyboardInterrupt\n"
         "signal.signal(signal.SIGALRM, on)\n"
         "random.seed(5); assert top('invalid api key') == 'src/auth.py'\n"
+        # Interrupts from the start of a search to past its end, as long as a search takes on
+        # this machine (a slow or busy one takes longer than a fixed 20 ms: none would finish)
+        "took = []\n"
+        "for _ in range(5):\n"
+        "    t0 = time.perf_counter(); top('monthly invoice total')\n"
+        "    took.append(time.perf_counter() - t0)\n"
+        "longest = 2 * sorted(took)[2]\n"
         "stopped = right = 0\n"
         "for i in range(150):\n"
         "    try:\n"
-        "        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.0005, 0.02))\n"
+        "        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.0005, longest))\n"
         "        try:\n"
         "            right += top('monthly invoice total') == 'src/billing.py'\n"
         "        finally:\n"
