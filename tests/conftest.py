@@ -139,20 +139,24 @@ def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
     return root
 
 
+# A small module about API keys, in the corpus and in the served garden.
+AUTH_PY = (
+    '"""Request authentication."""\n\n'
+    "API_HEADER = 'X-Api-Key'\n\n\n"
+    "def check_token(request):\n"
+    "    \"\"\"Reject requests whose API key header is missing or wrong.\"\"\"\n"
+    "    key = request.headers.get(API_HEADER)\n"
+    "    if key is None or key not in VALID_KEYS:\n"
+    "        raise PermissionError('invalid api key')\n"
+    "    return True\n"
+)
+
+
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     """A small mixed folder: code about auth tokens, prose about other things."""
     return write_tree(tmp_path / "corpus", {
-        "src/auth.py": (
-            '"""Request authentication."""\n\n'
-            "API_HEADER = 'X-Api-Key'\n\n\n"
-            "def check_token(request):\n"
-            "    \"\"\"Reject requests whose API key header is missing or wrong.\"\"\"\n"
-            "    key = request.headers.get(API_HEADER)\n"
-            "    if key is None or key not in VALID_KEYS:\n"
-            "        raise PermissionError('invalid api key')\n"
-            "    return True\n"
-        ),
+        "src/auth.py": AUTH_PY,
         "src/billing.py": (
             "def monthly_invoice(customer, usage):\n"
             "    \"\"\"Sum the metered usage of a customer into one invoice total in cents.\"\"\"\n"

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import pytest
 
-from conftest import free_port, run_cli, wait_listening, write_tree
+from conftest import AUTH_PY, free_port, run_cli, wait_listening, write_tree
 
 TOOLS = {"search", "get", "ask", "stores", "status", "definition", "references", "outline"}
 
@@ -210,16 +210,7 @@ def folders(served_home: Path, tmp_path_factory: pytest.TempPathFactory
             "Tomatoes need full sun, at least six hours a day, and deep watering twice a week.\n"
             "Stake the plants early so that the stems do not break under the weight of fruit.\n"
         ),
-        "src/auth.py": (
-            '"""Request authentication."""\n\n'
-            "API_HEADER = 'X-Api-Key'\n\n\n"
-            "def check_token(request):\n"
-            "    \"\"\"Reject requests whose API key header is missing or wrong.\"\"\"\n"
-            "    key = request.headers.get(API_HEADER)\n"
-            "    if key is None or key not in VALID_KEYS:\n"
-            "        raise PermissionError('invalid api key')\n"
-            "    return True\n"
-        ),
+        "src/auth.py": AUTH_PY,
         "README.md": "# Demo garden\n\nA tiny folder used by the hydra-rag serve tests.\n",
         ".env": "SECRET_TOKEN=abc123\n",
     })
