@@ -100,6 +100,7 @@ EXTRA = {
 (function_declarator declarator: (destructor_name) @name) @definition.function
 (function_declarator declarator: (operator_name) @name) @definition.function
 (function_declarator declarator: (qualified_identifier) @name) @definition.method
+(function_declarator declarator: (template_function) @name) @definition.function
 """,
     "ruby": """
 (assignment left: (constant) @name) @definition.constant
@@ -111,14 +112,16 @@ EXTRA = {
     "typescript": """
 (type_alias_declaration name: (type_identifier) @name) @definition.type
 (enum_declaration name: (identifier) @name) @definition.type
+(internal_module name: (identifier) @name) @definition.module
+(internal_module name: (nested_identifier (property_identifier) @name .)) @definition.module
 """,
 }
 EXTRA["tsx"] = EXTRA["typescript"]
 # Nodes that are a scope without being a definition the query names: the type they are for.
 SCOPES = {"impl_item": "type"}
-# Definitions whose functions are functions, not methods: C++ namespaces, Rust modules (a Ruby
-# module's are its methods).
-NAMESPACES = {"namespace_definition", "mod_item"}
+# Definitions whose functions are functions, not methods: C++ and TypeScript namespaces, Rust
+# modules (a Ruby module's are its methods).
+NAMESPACES = {"namespace_definition", "mod_item", "internal_module"}
 # Nodes that wrap a definition and belong to it (decorators, `export`, templates).
 WRAPPERS = {"decorated_definition", "export_statement", "template_declaration"}
 # Declarations that wrap one definition or several (Go's `type ( … )`): theirs when one.
@@ -265,6 +268,8 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
                     # `union U {…} u;`: the union is defined (our pattern), once; `union U u;`
                     # only uses it
                     continue
+                if node.parent is not None and node.parent.type == "friend_declaration":
+                    continue  # `friend void ns::f();`: names another's function, defines none
                 if node.type == "declaration" and _in_function(node):
                     # a prototype inside a body, or what a macro call there reads as one
                     # (`SPDLOG_LOGGER_CATCH(source_loc())`): not a definition
@@ -300,19 +305,24 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     return symbols, refs
 
 
-# What a C++ qualified name may end in: a member, a destructor, an operator.
+# What a C++ qualified name may end in: a member, a destructor, an operator; the nodes a
+# definition's name stands in (`a::f`, `f<int>`, `template f<U>`).
 _LAST_NAMES = ("identifier", "field_identifier", "destructor_name", "operator_name")
+_NAMED_THROUGH = ("qualified_identifier", "template_function", "dependent_name")
 
 
 def _last_name(name: Any) -> Any | None:
     """The name a capture names: itself, or the last part of a qualified C++ name however
-    many qualifiers it has (`a::b::c::~c`: `~c`; `pool<T>::get`: `get`); None for a part
-    that is no name (a template's specialisation, `f<int>`)."""
-    while name.type == "qualified_identifier":
-        name = name.child_by_field_name("name")
+    many qualifiers it has (`a::b::c::~c`: `~c`; `pool<T>::get`: `get`), a specialisation's
+    template (`A::f<int>`, `A<T>::template f<U>`: `f`); None for a part that is no name."""
+    while name.type in _NAMED_THROUGH:
+        if name.type == "dependent_name":  # `template f<U>`
+            name = name.named_children[0] if name.named_child_count else None
+        else:
+            name = name.child_by_field_name("name")
         if name is None:
             return None
-    if name.parent is not None and name.parent.type == "qualified_identifier" \
+    if name.parent is not None and name.parent.type in _NAMED_THROUGH \
             and name.type not in _LAST_NAMES:
         return None
     return name
@@ -416,7 +426,10 @@ def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str
     parent = node.parent
     while parent is not None:
         if parent.id in defs:
-            scope.append(_text(defs[parent.id][1]))
+            around = defs[parent.id][1]
+            if around.parent is not None and around.parent.type == "nested_identifier":
+                around = around.parent  # `namespace a.b {…}`: a.b
+            scope.append(_text(around))
         elif parent.type in SCOPES:
             field = parent.child_by_field_name(SCOPES[parent.type])
             if field is not None:
@@ -430,11 +443,15 @@ def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str
     # C++: `void logger::flush_() {…}` outside its class is logger's (spdlog.logger.flush_);
     # `a::b::f`, `pool<T>::f` likewise
     qualified, quals = name.parent, list[str]()
+    while qualified is not None and qualified.type in ("template_function", "dependent_name"):
+        qualified = qualified.parent
     while qualified is not None and qualified.type == "qualified_identifier":
         of = qualified.child_by_field_name("scope")
         if of is not None:
             quals += reversed([p for p in _untemplated(_text(of)).split("::") if p])
         qualified = qualified.parent
+    if name.parent.type == "nested_identifier":  # TypeScript: `namespace a.b {…}` is b in a
+        quals += reversed(_text(name.parent).split(".")[:-1])
     scope[:0] = quals
     if kind == "function" and scope and _is_class_scope(node, defs):
         kind = "method"

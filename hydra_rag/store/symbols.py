@@ -24,8 +24,9 @@ from hydra_rag.read.symbols import Reference, Symbol
 # 7: C++ destructors and operators (`logger::~logger`, `operator==`). 8: a free one is a
 #    function; `operator new []` is `operator new[]`. 9: C and C++ unions (inside a function too);
 #    qualified names of any depth (`a::b::c::~c`); a C++ namespace's or Rust module's function
-#    is a function.
-SYMBOLS_VERSION = 9
+#    is a function. 10: TypeScript namespaces (`namespace a.b {…}`); C++ specialisations
+#    (`template<> void A::f<int>()`, `A<T>::template f<U>`); a friend declaration defines nothing.
+SYMBOLS_VERSION = 10
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

@@ -325,3 +325,20 @@ def test_a_namespace_function_is_a_function() -> None:
     assert {(d.name, d.scope, d.kind) for d in rust} == {
         ("m", "", "module"), ("f", "m", "function"), ("S", "m", "class"),
         ("g", "m.S", "method")}
+
+
+def test_typescript_namespaces_and_cpp_specialisations() -> None:
+    # TypeScript's `namespace z {…}` (also `a.b.c`) is a definition and the scope of what it
+    # holds; a C++ specialisation defines its template's name; a friend declaration, nothing.
+    ts, _ = parse("export namespace z {\n  export function f() {}\n  export class C { m() {} }\n"
+                  "}\nnamespace a.b.c { function g() {} }\n", "typescript")
+    assert {(d.name, d.scope, d.kind) for d in ts} == {
+        ("z", "", "module"), ("f", "z", "function"), ("C", "z", "class"),
+        ("m", "z.C", "method"), ("c", "a.b", "module"), ("g", "a.b.c", "function")}
+    cpp, _ = parse("template<> void A::f<int>() {}\n"
+                   "template<class T> template<class U> void A<T>::template g<U>() {}\n"
+                   "template<> int max<int>(int a, int b) { return a; }\n"
+                   "struct S { friend void ns::h(); friend void i(); void own(); };\n", "cpp")
+    assert {(d.name, d.scope, d.kind, d.name_line) for d in cpp} == {
+        ("f", "A", "method", 1), ("g", "A", "method", 2), ("max", "", "function", 3),
+        ("S", "", "class", 4), ("own", "S", "method", 4)}
