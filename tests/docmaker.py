@@ -10,6 +10,8 @@ from pathlib import Path
 # -- PDF ------------------------------------------------------------------------------------
 
 REPORT_TITLE = "Quarterly Field Report"
+# A sentence of the report's second page, which searches look for
+PAGE2 = "Ptarmigan nests were found unusually high on the scree above the western cirque."
 # page → (outline title or None, its outline level, paragraphs printed on that page)
 REPORT_PAGES: list[tuple[str | None, int, list[str]]] = [
     ("Field Season", 0, [
@@ -20,7 +22,7 @@ REPORT_PAGES: list[tuple[str | None, int, list[str]]] = [
     ("Glacier Observations", 1, [
         "The glacier tongue retreated by eleven metres since the previous autumn survey.",
         "Meltwater channels carved new braids across the outwash plain below the moraine.",
-        "Ptarmigan nests were found unusually high on the scree above the western cirque.",
+        PAGE2,
     ]),
     ("Vegetation", 1, [
         "Edelweiss and gentians flowered three weeks earlier than in the long-term record.",
