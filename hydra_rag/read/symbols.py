@@ -425,7 +425,9 @@ def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str
     scope: list[str] = []
     parent = node.parent
     while parent is not None:
-        if parent.id in defs:
+        if parent.type == "type_definition":
+            pass  # `typedef struct S {…} S_t;`: S_t names S, it does not hold it
+        elif parent.id in defs:
             around = defs[parent.id][1]
             if around.parent is not None and around.parent.type == "nested_identifier":
                 around = around.parent  # `namespace a.b {…}`: a.b

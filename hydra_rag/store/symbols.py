@@ -25,7 +25,8 @@ from hydra_rag.read.symbols import Reference, Symbol
 #    function; `operator new []` is `operator new[]`. 9: C and C++ unions (inside a function too);
 #    qualified names of any depth (`a::b::c::~c`); a C++ namespace's or Rust module's function
 #    is a function. 10: TypeScript namespaces (`namespace a.b {…}`); C++ specialisations
-#    (`template<> void A::f<int>()`, `A<T>::template f<U>`); a friend declaration defines nothing.
+#    (`template<> void A::f<int>()`, `A<T>::template f<U>`); a friend declaration defines
+#    nothing; a typedef is not the scope of the struct it names.
 SYMBOLS_VERSION = 10
 
 SCHEMA = (

@@ -342,3 +342,6 @@ def test_typescript_namespaces_and_cpp_specialisations() -> None:
     assert {(d.name, d.scope, d.kind, d.name_line) for d in cpp} == {
         ("f", "A", "method", 1), ("g", "A", "method", 2), ("max", "", "function", 3),
         ("S", "", "class", 4), ("own", "S", "method", 4)}
+    # `typedef struct S {…} S_t;`: S_t names S, it is not S's scope
+    c, _ = parse("typedef struct S { int a; } S_t;\ntypedef union U { int i; } U_t;\n", "c")
+    assert {(d.name, d.scope) for d in c} == {("S", ""), ("S_t", ""), ("U", ""), ("U_t", "")}
