@@ -56,6 +56,16 @@ NAMES = {"Rakefile": "ruby", "Gemfile": "ruby", ".bashrc": "bash", ".profile": "
 SHEBANGS = {"python": "python", "python3": "python", "node": "javascript", "ruby": "ruby",
             "bash": "bash", "sh": "bash", "zsh": "bash", "ksh": "bash", "dash": "bash"}
 
+# C and C++: a variable given a value outside any function or class (`static const
+# std::array<…> months{{"Jan", …}};`, `const char *names[] = {…};`, a namespace's `const int
+# y = 2;`); a declaration without one (`extern int z;`) defines nothing here.
+_C_VALUES = "\n".join(f"""({around} (declaration declarator: (init_declarator declarator: [
+  (identifier) @name
+  (array_declarator declarator: (identifier) @name)
+  (pointer_declarator declarator: [(identifier) @name
+                                   (array_declarator declarator: (identifier) @name)])]))
+  @definition.variable)""" for around in ("translation_unit", "declaration_list"))
+
 # What the tags queries leave out, in our words.
 EXTRA = {
     "python": """
@@ -88,7 +98,7 @@ EXTRA = {
 (enum_specifier name: (type_identifier) @name body: (_)) @definition.type
 (union_specifier name: (type_identifier) @name body: (_)) @definition.class
 (call_expression function: (identifier) @name) @reference.call
-""",
+""" + _C_VALUES,
     "cpp": """
 (preproc_def name: (identifier) @name) @definition.constant
 (preproc_function_def name: (identifier) @name) @definition.macro
@@ -101,7 +111,7 @@ EXTRA = {
 (function_declarator declarator: (operator_name) @name) @definition.function
 (function_declarator declarator: (qualified_identifier) @name) @definition.method
 (function_declarator declarator: (template_function) @name) @definition.function
-""",
+""" + _C_VALUES,
     "ruby": """
 (assignment left: (constant) @name) @definition.constant
 """,

@@ -26,8 +26,9 @@ from hydra_rag.read.symbols import Reference, Symbol
 #    qualified names of any depth (`a::b::c::~c`); a C++ namespace's or Rust module's function
 #    is a function. 10: TypeScript namespaces (`namespace a.b {…}`); C++ specialisations
 #    (`template<> void A::f<int>()`, `A<T>::template f<U>`); a friend declaration defines
-#    nothing; a typedef is not the scope of the struct it names.
-SYMBOLS_VERSION = 10
+#    nothing; a typedef is not the scope of the struct it names. 11: C and C++ variables given
+#    a value outside functions and classes (`static const std::array<…> months{…}`).
+SYMBOLS_VERSION = 11
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

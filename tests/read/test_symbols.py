@@ -345,3 +345,18 @@ def test_typescript_namespaces_and_cpp_specialisations() -> None:
     # `typedef struct S {…} S_t;`: S_t names S, it is not S's scope
     c, _ = parse("typedef struct S { int a; } S_t;\ntypedef union U { int i; } U_t;\n", "c")
     assert {(d.name, d.scope) for d in c} == {("S", ""), ("S_t", ""), ("U", ""), ("U_t", "")}
+
+
+def test_c_and_cpp_values_outside_functions_are_definitions() -> None:
+    # what a passage's `months[i]` leans on: a variable given a value at file or namespace
+    # level (arrays and pointers too); a local, a declaration without a value, a member, not
+    src = ('static const std::array<const char *, 12> months{{"Jan", "Feb"}};\n'
+           'static const char *const names[] = {"a", "b"};\n'
+           "namespace n { constexpr int y = 2; }\n"
+           "extern int z;\nint w;\nvoid f() { int local = 3; }\n"
+           "struct S { static constexpr int m = 4; };\n")
+    cpp, _ = parse(src, "cpp")
+    assert {(d.name, d.scope, d.line_start) for d in cpp if d.kind == "variable"} == {
+        ("months", "", 1), ("names", "", 2), ("y", "n", 3)}
+    c, _ = parse('static const char *names[] = {"a"};\nint answer = 42;\nextern int z;\n', "c")
+    assert {(d.name, d.kind) for d in c} == {("names", "variable"), ("answer", "variable")}
