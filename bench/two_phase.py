@@ -42,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hydra_rag.config import load_settings  # noqa: E402
 from hydra_rag.index import Progress, index_folder  # noqa: E402
-from hydra_rag.read.symbols import language_of, parse  # noqa: E402
+from hydra_rag.read.grammars import language_of  # noqa: E402
+from hydra_rag.read.symbols import parse  # noqa: E402
 from hydra_rag.search.retrieve import Searcher  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hydra_rag.read.chunk import SECTION_SEP, chunk_text, heading, with_context
+from hydra_rag.read.grammars import language_of
 from hydra_rag.read.preamble import without_preamble
 from hydra_rag.read.source import Source, read_source
-from hydra_rag.read.symbols import Reference, Symbol, chunk_spans, language_of, parse
+from hydra_rag.read.symbols import Reference, Symbol, chunk_spans, parse
 from hydra_rag.read.walk import Candidate, mostly_long_lines
 
 if TYPE_CHECKING:

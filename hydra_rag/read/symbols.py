@@ -1,11 +1,5 @@
-"""The definitions and references of a code file, parsed with tree-sitter (pure).
-
-Each language's grammar comes from its own PyPI package (tree-sitter-python, -go, …, published
-by the tree-sitter project with the grammar), and so does its tagging query (`queries/tags.scm`,
-the query GitHub's code navigation runs): the grammar's authors say what a definition is. A few
-patterns of our own fill what a tags query leaves out (constants, enums, shell functions, C
-macros). A language whose package is missing is simply not parsed: its files keep the plain
-path, as every other file does.
+"""The definitions and references of a code file, parsed with tree-sitter (pure), with the
+grammar and query of its language (hydra_rag.read.grammars).
 
 A definition's lines run from its first decorator, attribute or the comment lines just above it
 to its last line; its scope is the chain of definitions around it (`Session` for
@@ -14,135 +8,23 @@ to its last line; its scope is the chain of definitions around it (`Session` for
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path, PurePosixPath
 from typing import Any
+
+from hydra_rag.read.grammars import (
+    FUNCTION_VALUES,
+    GROUPS,
+    KINDS,
+    LEADING,
+    NAMESPACES,
+    SCOPES,
+    WRAPPERS,
+    grammar,
+)
 
 # Parsed at most this many bytes of one file (a generated file is not worth the time).
 MAX_BYTES = 2_000_000
-
-# language → (module, function that returns the grammar, modules whose tags.scm apply)
-GRAMMARS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "python": ("tree_sitter_python", "language", ("tree_sitter_python",)),
-    "javascript": ("tree_sitter_javascript", "language", ("tree_sitter_javascript",)),
-    "typescript": ("tree_sitter_typescript", "language_typescript",
-                   ("tree_sitter_javascript", "tree_sitter_typescript")),
-    "tsx": ("tree_sitter_typescript", "language_tsx",
-            ("tree_sitter_javascript", "tree_sitter_typescript")),
-    "go": ("tree_sitter_go", "language", ("tree_sitter_go",)),
-    "rust": ("tree_sitter_rust", "language", ("tree_sitter_rust",)),
-    "java": ("tree_sitter_java", "language", ("tree_sitter_java",)),
-    "c": ("tree_sitter_c", "language", ("tree_sitter_c",)),
-    "cpp": ("tree_sitter_cpp", "language", ("tree_sitter_cpp",)),
-    "ruby": ("tree_sitter_ruby", "language", ("tree_sitter_ruby",)),
-    "bash": ("tree_sitter_bash", "language", ()),
-}
-SUFFIXES = {
-    ".py": "python", ".pyi": "python", ".pyw": "python",
-    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
-    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
-    ".go": "go", ".rs": "rust", ".java": "java",
-    ".c": "c", ".h": "cpp",  # a header may be either: C++'s grammar reads C too
-    ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".c++": "cpp", ".hpp": "cpp", ".hh": "cpp",
-    ".hxx": "cpp", ".inl": "cpp",
-    ".rb": "ruby", ".rake": "ruby", ".gemspec": "ruby",
-    ".sh": "bash", ".bash": "bash", ".zsh": "bash", ".ksh": "bash",
-}
-NAMES = {"Rakefile": "ruby", "Gemfile": "ruby", ".bashrc": "bash", ".profile": "bash",
-         ".bash_profile": "bash"}
-SHEBANGS = {"python": "python", "python3": "python", "node": "javascript", "ruby": "ruby",
-            "bash": "bash", "sh": "bash", "zsh": "bash", "ksh": "bash", "dash": "bash"}
-
-# C and C++: a variable given a value outside any function or class (`static const
-# std::array<…> months{{"Jan", …}};`, `const char *names[] = {…};`, a namespace's `const int
-# y = 2;`); a declaration without one (`extern int z;`) defines nothing here.
-_C_VALUES = "\n".join(f"""({around} (declaration declarator: (init_declarator declarator: [
-  (identifier) @name
-  (array_declarator declarator: (identifier) @name)
-  (pointer_declarator declarator: [(identifier) @name
-                                   (array_declarator declarator: (identifier) @name)])]))
-  @definition.variable)""" for around in ("translation_unit", "declaration_list"))
-
-# What the tags queries leave out, in our words.
-EXTRA = {
-    "python": """
-(module (expression_statement (assignment left: (identifier) @name
-  type: (_)) @definition.constant))
-""",
-    "go": """
-(source_file (const_declaration (const_spec name: (identifier) @name) @definition.constant))
-(source_file (var_declaration (var_spec name: (identifier) @name) @definition.variable))
-""",
-    "rust": """
-(const_item name: (identifier) @name) @definition.constant
-(static_item name: (identifier) @name) @definition.constant
-(token_tree "struct" . (identifier) @macro.class)
-(token_tree "enum" . (identifier) @macro.class)
-(token_tree "trait" . (identifier) @macro.interface)
-(token_tree "fn" . (identifier) @macro.function)
-""",
-    "java": """
-(enum_declaration name: (identifier) @name) @definition.class
-(record_declaration name: (identifier) @name) @definition.class
-(annotation_type_declaration name: (identifier) @name) @definition.interface
-(constructor_declaration name: (identifier) @name) @definition.method
-(field_declaration (modifiers "static") declarator: (variable_declarator
-  name: (identifier) @name)) @definition.constant
-""",
-    "c": """
-(preproc_def name: (identifier) @name) @definition.constant
-(preproc_function_def name: (identifier) @name) @definition.macro
-(enum_specifier name: (type_identifier) @name body: (_)) @definition.type
-(union_specifier name: (type_identifier) @name body: (_)) @definition.class
-(call_expression function: (identifier) @name) @reference.call
-""" + _C_VALUES,
-    "cpp": """
-(preproc_def name: (identifier) @name) @definition.constant
-(preproc_function_def name: (identifier) @name) @definition.macro
-(enum_specifier name: (type_identifier) @name body: (_)) @definition.type
-(namespace_definition name: (namespace_identifier) @name) @definition.module
-(call_expression function: (identifier) @name) @reference.call
-(call_expression function: (field_expression field: (field_identifier) @name)) @reference.call
-(union_specifier name: (type_identifier) @name body: (_)) @definition.class
-(function_declarator declarator: (destructor_name) @name) @definition.function
-(function_declarator declarator: (operator_name) @name) @definition.function
-(function_declarator declarator: (qualified_identifier) @name) @definition.method
-(function_declarator declarator: (template_function) @name) @definition.function
-""" + _C_VALUES,
-    "ruby": """
-(assignment left: (constant) @name) @definition.constant
-""",
-    "bash": """
-(function_definition name: (word) @name) @definition.function
-(command name: (command_name (word) @name)) @reference.call
-""",
-    "typescript": """
-(type_alias_declaration name: (type_identifier) @name) @definition.type
-(enum_declaration name: (identifier) @name) @definition.type
-(internal_module name: (identifier) @name) @definition.module
-(internal_module name: (nested_identifier (property_identifier) @name .)) @definition.module
-""",
-}
-EXTRA["tsx"] = EXTRA["typescript"]
-# Nodes that are a scope without being a definition the query names: the type they are for.
-SCOPES = {"impl_item": "type"}
-# Definitions whose functions are functions, not methods: C++ and TypeScript namespaces, Rust
-# modules (a Ruby module's are its methods).
-NAMESPACES = {"namespace_definition", "mod_item", "internal_module"}
-# Nodes that wrap a definition and belong to it (decorators, `export`, templates).
-WRAPPERS = {"decorated_definition", "export_statement", "template_declaration"}
-# Declarations that wrap one definition or several (Go's `type ( … )`): theirs when one.
-GROUPS = {"type_declaration", "const_declaration", "var_declaration", "lexical_declaration",
-          "variable_declaration"}
-# Siblings just above a definition that belong to it.
-LEADING = {"comment", "line_comment", "block_comment", "attribute_item", "decorator",
-           "annotation", "marker_annotation"}
-# Kinds named by a tags query, as we name them.
-KINDS = {"function", "method", "class", "interface", "type", "constant", "variable", "module",
-         "macro"}
 
 
 @dataclass(frozen=True)
@@ -172,44 +54,6 @@ class Reference:
     line: int
     kind: str
     through: str = ""
-
-
-def language_of(path: str, head: str = "") -> str | None:
-    """The language whose grammar parses a file, from its name (or its `#!` line)."""
-    p = PurePosixPath(path)
-    lang = SUFFIXES.get(p.suffix.lower()) or NAMES.get(p.name)
-    if lang is None and head.startswith("#!"):
-        words = head[2:].split("\n", 1)[0].split()
-        if words:
-            prog = PurePosixPath(words[0]).name
-            if prog == "env" and len(words) > 1:
-                prog = words[1]
-            lang = SHEBANGS.get(prog.rstrip("0123456789.") or prog) or SHEBANGS.get(prog)
-    return lang if lang is not None and _grammar(lang) is not None else None
-
-
-@cache
-def _grammar(lang: str) -> tuple[Any, Any] | None:
-    """(language, query) for a language, or None when its grammar package is not installed."""
-    try:
-        from tree_sitter import Language, Query
-    except ImportError:
-        return None
-    module, func, tag_modules = GRAMMARS[lang]
-    try:
-        language = Language(getattr(importlib.import_module(module), func)())
-    except (ImportError, AttributeError):
-        return None
-    sources = []
-    for name in tag_modules:
-        try:
-            tags = Path(importlib.import_module(name).__file__ or "").parent / "queries" / "tags.scm"
-        except ImportError:
-            continue
-        if tags.is_file():
-            sources.append(tags.read_text(encoding="utf-8"))
-    sources.append(EXTRA.get(lang, ""))
-    return language, Query(language, "\n".join(sources))
 
 
 # A macro that decorates a declaration (`SPDLOG_INLINE void f()`, `void SPDLOG_INLINE f()`,
@@ -242,12 +86,12 @@ def blank_decoration_macros(text: str) -> str:
 
 def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     """The definitions (in file order) and references of a file's text."""
-    grammar = _grammar(lang)
-    if grammar is None:
+    found = grammar(lang)
+    if found is None:
         return [], []
     from tree_sitter import Parser, QueryCursor
 
-    language, query = grammar
+    language, query = found
     if lang in ("c", "cpp"):
         text = blank_decoration_macros(text)
     data = text.encode("utf-8", errors="replace")[:MAX_BYTES]
@@ -262,7 +106,7 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
             macros += [_in_macro(node, cap.partition(".")[2]) for cap, node in made]
             continue
         names = caps.get("name")
-        if not names or "ignore" in caps:
+        if not names or "ignore" in caps or "value" in caps and _not_a_value(caps["value"][0]):
             continue
         name = _last_name(names[0])
         if name is None:
@@ -271,6 +115,10 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
             role, _, kind = cap.partition(".")
             if role == "definition" and kind in KINDS:
                 node = nodes[0]
+                if kind == "constant" and node.parent is not None \
+                        and node.parent.type == "lexical_declaration" \
+                        and _text(node.parent).startswith("let"):
+                    kind = "variable"  # JavaScript's `let x = 0`
                 while node.type.endswith("declarator") and node.parent is not None:
                     node = node.parent  # C: the function's declarator is named; take it all
                 if node.type == "declaration" and name.parent is not None \
@@ -313,6 +161,21 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     symbols += macros
     symbols.sort(key=lambda s: (s.line_start, s.name_line, s.name))
     return symbols, refs
+
+
+def _not_a_value(node: Any) -> bool:
+    """A JavaScript variable's value that makes it something else: a function, a class, an
+    import (`require(…)`, `await import(…)`), another name for a name (`var resolve =
+    path.resolve`, `require('./utils').compileTrust`: `def` wants the original)."""
+    while node.type in ("await_expression", "parenthesized_expression") and node.named_children:
+        node = node.named_children[0]
+    if node.type in FUNCTION_VALUES or node.type in ("identifier", "member_expression"):
+        return True
+    if node.type == "call_expression":
+        fn = node.child_by_field_name("function")
+        return fn is not None and fn.type in ("identifier", "import") \
+            and _text(fn) in ("require", "import")
+    return False
 
 
 # What a C++ qualified name may end in: a member, a destructor, an operator; the nodes a

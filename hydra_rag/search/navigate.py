@@ -104,7 +104,7 @@ def outline(roots: list[Path], path: str) -> dict[str, Any]:
     (Markdown, reStructuredText, a PDF or Word document…) has its headings instead, of
     kind `heading` (`markup` says whose syntax; a document's with its page). `path` is
     relative to its folder, or absolute."""
-    from hydra_rag.read.symbols import language_of
+    from hydra_rag.read.grammars import language_of
 
     names, lines = store_names(roots), _Lines()
     for root, rel in _candidates(roots, path):

@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from hydra_rag.errors import UsageError
-from hydra_rag.read.symbols import NAMES, SUFFIXES
+from hydra_rag.read.grammars import NAMES, SUFFIXES
 
 # Languages by name, with their suffixes: those the symbol parser reads, and others people ask for.
 _MORE = {

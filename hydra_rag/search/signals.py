@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import PurePosixPath
 
-from hydra_rag.read.symbols import SUFFIXES
+from hydra_rag.read.grammars import SUFFIXES
 from hydra_rag.search.definitions import wanted
 from hydra_rag.search.evidence import STOPWORDS, _stem, query_terms
 

@@ -28,7 +28,9 @@ from hydra_rag.read.symbols import Reference, Symbol
 #    (`template<> void A::f<int>()`, `A<T>::template f<U>`); a friend declaration defines
 #    nothing; a typedef is not the scope of the struct it names. 11: C and C++ variables given
 #    a value outside functions and classes (`static const std::array<…> months{…}`).
-SYMBOLS_VERSION = 11
+#    12, 13: JavaScript and TypeScript module constants and variables (`export const nanoid =
+#    /…/`), not an alias (`var resolve = path.resolve`).
+SYMBOLS_VERSION = 13
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

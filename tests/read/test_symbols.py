@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hydra_rag.read.symbols import language_of, parse
+from hydra_rag.read.grammars import language_of
+from hydra_rag.read.symbols import parse
 
 SAMPLES = {
     "pkg/a.py": '''import os
@@ -360,3 +361,16 @@ def test_c_and_cpp_values_outside_functions_are_definitions() -> None:
         ("months", "", 1), ("names", "", 2), ("y", "n", 3)}
     c, _ = parse('static const char *names[] = {"a"};\nint answer = 42;\nextern int z;\n', "c")
     assert {(d.name, d.kind) for d in c} == {("names", "variable"), ("answer", "variable")}
+
+
+def test_javascript_module_values_are_definitions_not_their_imports_or_aliases() -> None:
+    src = ("export const nanoid = /^[a-z]{21}$/;\nlet counter = 0;\nvar legacy = { a: 1 };\n"
+           "const fs = require('fs');\nconst mod = await import('x');\n"
+           "var resolve = path.resolve;\nvar trust = require('./utils').trust;\n"
+           "const f = () => 1;\nconst DEFAULTS = new Limits(100, 20);\n"
+           "function h() { const inner = 2; }\n")
+    for lang in ("javascript", "typescript"):
+        got, _ = parse(src, lang)
+        assert {(d.name, d.kind) for d in got} == {
+            ("nanoid", "constant"), ("counter", "variable"), ("legacy", "variable"),
+            ("f", "function"), ("DEFAULTS", "constant"), ("h", "function")}, lang
