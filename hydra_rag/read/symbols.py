@@ -376,12 +376,15 @@ def _walk(node: Any) -> list[Any]:
     return out
 
 
-CONTAINERS = {"class", "interface", "module", "type"}
+# What a definition may stand in and still start or end a chunk: a value holds functions as
+# a class does (JavaScript's `const defaults = { transformRequest: function … }`).
+CONTAINERS = {"class", "interface", "module", "type", "constant", "variable"}
 
 
 def chunk_spans(symbols: list[Symbol]) -> list[tuple[int, int]]:
     """The (first, last) lines of the definitions a chunk may start or end at: those not
-    inside a function (a class's methods are; a function's inner helpers are not)."""
+    inside a function (a class's methods are, and an object literal's functions; a function's
+    inner helpers are not)."""
     spans = []
     for s in symbols:
         inside = [o for o in symbols if o is not s and o.line_start <= s.line_start

@@ -304,6 +304,10 @@ def test_code_chunks_start_where_definitions_start() -> None:
         "    def inner():\n        return 1\n" + "".join(f"    y{i} = {i}\n" for i in range(60))
     spans = chunk_spans(parse(inner, "python")[0])
     assert spans == [(1, 123)]
+    # An object literal's functions are, as a class's methods are.
+    literal = ("const defaults = {\n  timeout: 0,\n  transformRequest: function (data) {\n"
+               "    return data;\n  },\n  validate(status) {\n    return status < 300;\n  },\n};\n")
+    assert chunk_spans(parse(literal, "javascript")[0]) == [(1, 9), (3, 5), (6, 8)]
 
 
 GUIDE = ("# Guide\n\nIntro.\n\n## Install\n\nRun it.\n\n### Linux\n\napt install it\n\n"
