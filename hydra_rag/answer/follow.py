@@ -72,9 +72,10 @@ def _same_project(root: str, here: str, there: str) -> bool:
     return any((Path(root) / m).exists() for m in PROJECT_MARKERS)
 
 
-def _inside(e: Entry, sources: Sequence[Source], store: str) -> bool:
-    return any(s.store == store and s.path == e.path and s.line_start <= e.name_line
-               and e.line_end <= s.line_end for s in sources)
+def _shown(sources: Sequence[Source], store: str, path: str, first: int, last: int) -> bool:
+    """Does a passage show these lines already?"""
+    return any(s.store == store and s.path == path and s.line_start <= first
+               and last <= s.line_end for s in sources)
 
 
 def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
@@ -106,7 +107,7 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
             e = mine[0]
             first, last = e.name_line, min(e.line_end, e.name_line + MAX_LINES - 1)
             key = (s.store, e.path, e.name_line)
-            if key in taken or _inside(e, sources, s.store) or last < first:
+            if key in taken or _shown(sources, s.store, e.path, first, last) or last < first:
                 continue
             text = lines(s.store, e.path, first, last)
             if not text or not _LITERAL.search(text.partition(name)[2]):

@@ -115,7 +115,9 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
             role, _, kind = cap.partition(".")
             if role == "definition" and kind in KINDS:
                 node = nodes[0]
-                if kind == "constant" and node.parent is not None \
+                if "value" in caps and _made_by_a_call(caps["value"][0]):
+                    kind = "function"
+                elif kind == "constant" and node.parent is not None \
                         and node.parent.type == "lexical_declaration" \
                         and _text(node.parent).startswith("let"):
                     kind = "variable"  # JavaScript's `let x = 0`
@@ -176,6 +178,16 @@ def _not_a_value(node: Any) -> bool:
         return fn is not None and fn.type in ("identifier", "import") \
             and _text(fn) in ("require", "import")
     return False
+
+
+def _made_by_a_call(node: Any) -> bool:
+    """A JavaScript value made by a call given a function (`debounce(() => …, 100)`, zod's
+    `core.$constructor("$ZodCheck", (inst, def) => {…})`, `memo(function Row() {…})`): a
+    function, or a class made by a factory, not a value to read."""
+    if node.type not in ("call_expression", "new_expression"):
+        return False
+    args = node.child_by_field_name("arguments")
+    return args is not None and any(a.type in FUNCTION_VALUES for a in args.named_children)
 
 
 # What a C++ qualified name may end in: a member, a destructor, an operator; the nodes a

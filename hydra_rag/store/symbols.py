@@ -29,8 +29,10 @@ from hydra_rag.read.symbols import Reference, Symbol
 #    nothing; a typedef is not the scope of the struct it names. 11: C and C++ variables given
 #    a value outside functions and classes (`static const std::array<…> months{…}`).
 #    12, 13: JavaScript and TypeScript module constants and variables (`export const nanoid =
-#    /…/`), not an alias (`var resolve = path.resolve`).
-SYMBOLS_VERSION = 13
+#    /…/`), not an alias (`var resolve = path.resolve`). 14: one made by a call given a function
+#    (`debounce(() => …)`, zod's `core.$constructor("$ZodCheck", (inst, def) => {…})`) is a
+#    function.
+SYMBOLS_VERSION = 14
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

@@ -368,9 +368,11 @@ def test_javascript_module_values_are_definitions_not_their_imports_or_aliases()
            "const fs = require('fs');\nconst mod = await import('x');\n"
            "var resolve = path.resolve;\nvar trust = require('./utils').trust;\n"
            "const f = () => 1;\nconst DEFAULTS = new Limits(100, 20);\n"
-           "function h() { const inner = 2; }\n")
+           "function h() { const inner = 2; }\n"
+           "export const $Check = core.$constructor('$Check', (inst, def) => {});\n")
     for lang in ("javascript", "typescript"):
         got, _ = parse(src, lang)
         assert {(d.name, d.kind) for d in got} == {
             ("nanoid", "constant"), ("counter", "variable"), ("legacy", "variable"),
-            ("f", "function"), ("DEFAULTS", "constant"), ("h", "function")}, lang
+            ("f", "function"), ("DEFAULTS", "constant"), ("h", "function"),
+            ("$Check", "function")}, lang  # made by a call given a function: no value
