@@ -56,20 +56,21 @@ _C_VALUES = "\n".join(f"""({around} (declaration declarator: (init_declarator de
   (identifier) @name
   (array_declarator declarator: (identifier) @name)
   (pointer_declarator declarator: [(identifier) @name
-                                   (array_declarator declarator: (identifier) @name)])]))
-  @definition.variable)""" for around in ("translation_unit", "declaration_list"))
+                                   (array_declarator declarator: (identifier) @name)])])
+  @definition.variable))""" for around in ("translation_unit", "declaration_list", "preproc_if",
+                                        "preproc_ifdef", "preproc_else", "preproc_elif"))
 
 # JavaScript and TypeScript: a module's constants and variables given a value (`export const
-# nanoid = /^…{21}$/`); one whose value is a function is a function (the tags query's), one
-# whose value is `require(…)` or another name is an import or an alias (parse() leaves them
-# out).
+# nanoid = /^…{21}$/`). One whose value is an arrow function or a function expression is the
+# tags query's function; one whose value is `require(…)` or another name is an import or an
+# alias (parse() leaves them out, and says which others hold a function or a class).
 _JS_VALUES = "\n".join(
     f"""(program {open_} ({decl} (variable_declarator name: (identifier) @name value: (_) @value)
   @definition.{kind}){close})"""
     for decl, kind in (("lexical_declaration", "constant"), ("variable_declaration", "variable"))
     for open_, close in (("", ""), ("(export_statement declaration:", ")")))
-FUNCTION_VALUES = {"arrow_function", "function_expression", "function", "generator_function",
-                    "class"}
+# What a JavaScript value that is a function may be.
+FUNCTION_VALUES = {"arrow_function", "function_expression", "function", "generator_function"}
 
 # What the tags queries leave out, in our words.
 EXTRA = {

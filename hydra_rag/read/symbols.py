@@ -8,6 +8,7 @@ to its last line; its scope is the chain of definitions around it (`Session` for
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -115,22 +116,21 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
             role, _, kind = cap.partition(".")
             if role == "definition" and kind in KINDS:
                 node = nodes[0]
-                if "value" in caps and _made_by_a_call(caps["value"][0]):
-                    kind = "function"
-                elif kind == "constant" and node.parent is not None \
-                        and node.parent.type == "lexical_declaration" \
-                        and _text(node.parent).startswith("let"):
-                    kind = "variable"  # JavaScript's `let x = 0`
-                while node.type.endswith("declarator") and node.parent is not None:
-                    node = node.parent  # C: the function's declarator is named; take it all
+                if "value" in caps:
+                    kind = _value_kind(caps["value"][0], node, kind)
+                node = _whole(node)
                 if node.type == "declaration" and name.parent is not None \
                         and name.parent.type == "union_specifier":
                     # `union U {…} u;`: the union is defined (our pattern), once; `union U u;`
                     # only uses it
                     continue
-                if node.parent is not None and node.parent.type == "friend_declaration":
-                    continue  # `friend void ns::f();`: names another's function, defines none
-                if node.type == "declaration" and _in_function(node):
+                if node.parent is not None and node.parent.type == "friend_declaration" \
+                        and node.child_by_field_name("body") is None \
+                        and not any(c.type == "init_declarator" for c in node.named_children):
+                    # `friend void ns::f();` names another's function, defines none (`friend
+                    # void g(C&) {…}` and `… = default;` define one)
+                    continue
+                if node.type in ("declaration", "init_declarator") and _in_function(node):
                     # a prototype inside a body, or what a macro call there reads as one
                     # (`SPDLOG_LOGGER_CATCH(source_loc())`): not a definition
                     continue
@@ -165,13 +165,25 @@ def parse(text: str, lang: str) -> tuple[list[Symbol], list[Reference]]:
     return symbols, refs
 
 
+def _whole(node: Any) -> Any:
+    """The node a definition spans: C's function is named in its declarator, so take it all;
+    a declarator that is one of several (`let a = 1, b = 2;`) stays itself."""
+    while node.type.endswith("declarator") and node.parent is not None:
+        if node.type in ("variable_declarator", "init_declarator") \
+                and sum(c.type == node.type for c in node.parent.named_children) > 1:
+            break
+        node = node.parent
+    return node
+
+
 def _not_a_value(node: Any) -> bool:
-    """A JavaScript variable's value that makes it something else: a function, a class, an
-    import (`require(…)`, `await import(…)`), another name for a name (`var resolve =
-    path.resolve`, `require('./utils').compileTrust`: `def` wants the original)."""
-    while node.type in ("await_expression", "parenthesized_expression") and node.named_children:
+    """A JavaScript variable's value that makes it no value definition of ours: a function
+    the tags query names already, an import (`require(…)`, `await import(…)`), another name
+    for a name (`var resolve = path.resolve`, `require('./utils').compileTrust`: `def`
+    wants the original)."""
+    while node.type == "await_expression" and node.named_children:
         node = node.named_children[0]
-    if node.type in FUNCTION_VALUES or node.type in ("identifier", "member_expression"):
+    if node.type in ("arrow_function", "function_expression", "identifier", "member_expression"):
         return True
     if node.type == "call_expression":
         fn = node.child_by_field_name("function")
@@ -180,11 +192,39 @@ def _not_a_value(node: Any) -> bool:
     return False
 
 
+def _value_kind(value: Any, node: Any, kind: str) -> str:
+    """A JavaScript module value's kind: a function or a class it holds (`(() => 1)`,
+    `function* ()`, `class {…}`), or one a call given a function makes (`debounce(() => …)`,
+    zod's `core.$constructor("$ZodCheck", (inst, def) => {…})`); else a variable for `let`
+    and `var`, a constant for `const`."""
+    while value.type == "parenthesized_expression" and value.named_children:
+        value = value.named_children[0]
+    if value.type == "class":
+        return "class"
+    if value.type in FUNCTION_VALUES or _made_by_a_call(value):
+        return "function"
+    if kind == "constant" and node.parent is not None and node.parent.children \
+            and node.parent.children[0].type == "let":
+        return "variable"
+    return kind
+
+
+# Calls given a function that make a value, not a function: arrays', promises', timers'.
+_VALUE_CALLS = {"map", "filter", "reduce", "reduceRight", "flatMap", "find", "findIndex",
+                "findLast", "some", "every", "sort", "toSorted", "forEach", "then", "catch",
+                "finally", "replace", "replaceAll", "setTimeout", "setInterval"}
+
+
 def _made_by_a_call(node: Any) -> bool:
-    """A JavaScript value made by a call given a function (`debounce(() => …, 100)`, zod's
-    `core.$constructor("$ZodCheck", (inst, def) => {…})`, `memo(function Row() {…})`): a
-    function, or a class made by a factory, not a value to read."""
-    if node.type not in ("call_expression", "new_expression"):
+    """Is a value made by a call given a function (`debounce(() => …, 100)`, `memo(function
+    Row() {…})`, a class factory's `core.$constructor(name, (inst, def) => {…})`), other than
+    an array's, a promise's or a timer's (`xs.map(x => 2 * x)`)?"""
+    if node.type != "call_expression":
+        return False
+    fn = node.child_by_field_name("function")
+    if fn is not None and fn.type == "member_expression":
+        fn = fn.child_by_field_name("property")
+    if fn is not None and _text(fn) in _VALUE_CALLS:
         return False
     args = node.child_by_field_name("arguments")
     return args is not None and any(a.type in FUNCTION_VALUES for a in args.named_children)
@@ -310,8 +350,8 @@ def _symbol(node: Any, name: Any, kind: str, defs: dict[int, tuple[Any, Any, str
     scope: list[str] = []
     parent = node.parent
     while parent is not None:
-        if parent.type == "type_definition":
-            pass  # `typedef struct S {…} S_t;`: S_t names S, it does not hold it
+        if parent.type in ("type_definition", "declaration", "init_declarator"):
+            pass  # `typedef struct S {…} S_t;`, `struct P {…} pt;`: pt names P, not its scope
         elif parent.id in defs:
             around = defs[parent.id][1]
             if around.parent is not None and around.parent.type == "nested_identifier":
@@ -396,12 +436,18 @@ CONTAINERS = {"class", "interface", "module", "type", "constant", "variable"}
 def chunk_spans(symbols: list[Symbol]) -> list[tuple[int, int]]:
     """The (first, last) lines of the definitions a chunk may start or end at: those not
     inside a function (a class's methods are, and an object literal's functions; a function's
-    inner helpers are not)."""
+    inner helpers are not). In n log n: a generated file may define tens of thousands."""
+    ends: dict[int, int] = {}  # first line → the last line of the longest non-container there
+    for o in symbols:
+        if o.kind not in CONTAINERS:
+            ends[o.line_start] = max(ends.get(o.line_start, 0), o.line_end)
+    starts = sorted(ends)
+    reach = [0]  # reach[i]: the furthest a non-container starting before starts[i] reaches
+    for a in starts:
+        reach.append(max(reach[-1], ends[a]))
     spans = []
     for s in symbols:
-        inside = [o for o in symbols if o is not s and o.line_start <= s.line_start
-                  and s.line_end <= o.line_end and (o.line_start, o.line_end) !=
-                  (s.line_start, s.line_end)]
-        if all(o.kind in CONTAINERS for o in inside):
+        before = reach[bisect.bisect_left(starts, s.line_start)]
+        if before < s.line_end and ends.get(s.line_start, 0) <= s.line_end:
             spans.append((s.line_start, s.line_end))
     return spans

@@ -31,8 +31,10 @@ from hydra_rag.read.symbols import Reference, Symbol
 #    12, 13: JavaScript and TypeScript module constants and variables (`export const nanoid =
 #    /…/`), not an alias (`var resolve = path.resolve`). 14: one made by a call given a function
 #    (`debounce(() => …)`, zod's `core.$constructor("$ZodCheck", (inst, def) => {…})`) is a
-#    function.
-SYMBOLS_VERSION = 14
+#    function. 15: every declarator of `let a = 1, b = 2;` and `static int x = 1, y = 2;`;
+#    values under `#ifndef`; hidden friends (`friend void g(C&) {…}`) define; a variable is
+#    not the scope of the struct declared with it.
+SYMBOLS_VERSION = 15
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

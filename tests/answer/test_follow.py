@@ -68,10 +68,11 @@ def test_what_is_shown_already_is_not_sent_twice_and_few_are_followed() -> None:
     many = [src(1, "pkg/a.py", 1, "g(RETRIES, AA, BB, CC, DEFAULT_PORT)")]
     assert len(follow(many, "retries", lookup, lines)) == FOLLOW_MAX
     # A long definition whose first lines a passage shows: those are what it would send.
-    FILES["pkg/table.py"] = ["TABLE = {", "    'a': 1,", "    'b': 2,", "    'c': 3,", "}"]
-    DEFS.append(entry("pkg/table.py", "TABLE", 1, 5))
-    head = src(2, "pkg/table.py", 1, "TABLE = {\n    'a': 1,\n    'b': 2,")
-    assert follow([src(1, "pkg/a.py", 1, "h(TABLE)"), head], "table", lookup, lines) == []
+    table = ["TABLE = {", "    'a': 1,", "    'b': 2,", "    'c': 3,", "}"]
+    head = src(2, "pkg/table.py", 1, "\n".join(table[:3]))
+    assert follow([src(1, "pkg/a.py", 1, "h(TABLE)"), head], "table",
+                  lambda _, names: [entry("pkg/table.py", "TABLE", 1, 5)],
+                  lambda _, p, a, b: "\n".join(table[a - 1:b])) == []
     # The definition in the passage's own file wins over one elsewhere.
     own = [src(1, "pkg/url.py", 10, "connect(DEFAULT_PORT)")]
     assert [s.line_start for _, s in follow(own, "port", lookup, lines)] == [2]

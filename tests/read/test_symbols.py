@@ -339,10 +339,13 @@ def test_typescript_namespaces_and_cpp_specialisations() -> None:
     cpp, _ = parse("template<> void A::f<int>() {}\n"
                    "template<class T> template<class U> void A<T>::template g<U>() {}\n"
                    "template<> int max<int>(int a, int b) { return a; }\n"
-                   "struct S { friend void ns::h(); friend void i(); void own(); };\n", "cpp")
+                   "struct S { friend void ns::h(); friend void i(); void own(); };\n"
+                   "class C { friend void g(C&) {} friend bool operator==(C, C) = default; };\n",
+                   "cpp")
     assert {(d.name, d.scope, d.kind, d.name_line) for d in cpp} == {
         ("f", "A", "method", 1), ("g", "A", "method", 2), ("max", "", "function", 3),
-        ("S", "", "class", 4), ("own", "S", "method", 4)}
+        ("S", "", "class", 4), ("own", "S", "method", 4), ("C", "", "class", 5),
+        ("g", "C", "method", 5), ("operator==", "C", "method", 5)}  # hidden friends define
     # `typedef struct S {…} S_t;`: S_t names S, it is not S's scope
     c, _ = parse("typedef struct S { int a; } S_t;\ntypedef union U { int i; } U_t;\n", "c")
     assert {(d.name, d.scope) for d in c} == {("S", ""), ("S_t", ""), ("U", ""), ("U_t", "")}
@@ -359,8 +362,14 @@ def test_c_and_cpp_values_outside_functions_are_definitions() -> None:
     cpp, _ = parse(src, "cpp")
     assert {(d.name, d.scope, d.line_start) for d in cpp if d.kind == "variable"} == {
         ("months", "", 1), ("names", "", 2), ("y", "n", 3)}
-    c, _ = parse('static const char *names[] = {"a"};\nint answer = 42;\nextern int z;\n', "c")
-    assert {(d.name, d.kind) for d in c} == {("names", "variable"), ("answer", "variable")}
+    c, _ = parse('static const char *names[] = {"a"};\nint answer = 42;\nextern int z;\n'
+                 "static int x = 1, y = 2;\nstruct P { int v; } pt = {1};\n"
+                 "#ifndef G\nstatic const int kMax = 10;\n#endif\n"
+                 "void f() {\n#ifdef X\n  int q = 1, r = 2;\n#endif\n}\n", "c")
+    assert {(d.name, d.kind, d.scope) for d in c} == {
+        ("names", "variable", ""), ("answer", "variable", ""), ("x", "variable", ""),
+        ("y", "variable", ""), ("P", "class", ""), ("pt", "variable", ""),
+        ("kMax", "variable", ""), ("f", "function", "")}
 
 
 def test_javascript_module_values_are_definitions_not_their_imports_or_aliases() -> None:
@@ -369,10 +378,14 @@ def test_javascript_module_values_are_definitions_not_their_imports_or_aliases()
            "var resolve = path.resolve;\nvar trust = require('./utils').trust;\n"
            "const f = () => 1;\nconst DEFAULTS = new Limits(100, 20);\n"
            "function h() { const inner = 2; }\n"
-           "export const $Check = core.$constructor('$Check', (inst, def) => {});\n")
+           "export const $Check = core.$constructor('$Check', (inst, def) => {});\n"
+           "const c = 1, d = () => 2;\nconst twice = xs.map(x => 2 * x);\n"
+           "const Foo = class {};\nconst gen = function* () {};\n")
     for lang in ("javascript", "typescript"):
         got, _ = parse(src, lang)
         assert {(d.name, d.kind) for d in got} == {
             ("nanoid", "constant"), ("counter", "variable"), ("legacy", "variable"),
             ("f", "function"), ("DEFAULTS", "constant"), ("h", "function"),
-            ("$Check", "function")}, lang  # made by a call given a function: no value
+            ("$Check", "function"),  # made by a call given a function: no value
+            ("c", "constant"), ("d", "function"), ("twice", "constant"), ("Foo", "class"),
+            ("gen", "function")}, lang
