@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -111,7 +112,9 @@ def _scored(text: str, query: str, weights: dict[str, float] | None = None
             if stem in terms:
                 seen.add(stem)
                 spans.append((a, b))
-        words = len(seen) if weights is None else sum(weights.get(t, 1.0) for t in seen)
+        # fsum: the same total whatever order the set gives the words in (a plain sum of
+        # floats is not, and a window chosen on a tie then moved from one process to the next)
+        words = len(seen) if weights is None else math.fsum(weights.get(t, 1.0) for t in seen)
         out.append((score + words, spans))
     return out
 
@@ -120,8 +123,6 @@ def term_weights(texts: list[str], query: str) -> dict[str, float]:
     """How much each of the query's words tells the lines of `texts` apart: a word on few of
     their lines weighs more than one on many (a project's own name, `return`), as BM25's IDF
     weighs a word in documents; from 0.25 (on every line) to 1."""
-    import math
-
     lines = [line for t in texts for line in t.splitlines() if line.strip()]
     terms = query_terms(query)
     if not lines or not terms:

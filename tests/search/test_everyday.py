@@ -87,6 +87,19 @@ def test_grep_lines_are_the_lines_that_match(query: str, lines: list[tuple[int, 
     assert all(line.text == CLIP.splitlines()[line.number - 1] for line in got)  # whole
 
 
+def test_weighed_line_scores_are_the_same_in_every_process() -> None:
+    # A line's weighed words are summed from a set, whose order changes with the process's
+    # string hashing: a plain float sum then differed in its last bit (0.1 + 0.2 + 0.3), and
+    # a window chosen on a tie moved from one run to the next.
+    code = ("from hydra_rag.search.evidence import line_scores\n"
+            "w = {'alpha': 0.1, 'beta': 0.2, 'gamma': 0.3, 'delta': 0.7}\n"
+            "print(repr(line_scores('delta gamma beta alpha', 'alpha beta gamma delta', w)[0]))")
+    got = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+           for seed in range(8)}
+    assert got == {"[1.3]\n"}, got
+
+
 def test_coverage_and_weak() -> None:
     assert query_terms("What is the capital of Mongolia?") == ["capit", "mongoli"]  # stems
     assert coverage("Ulaanbaatar is the capital of Mongolia.", "capital of Mongolia") == 1.0
