@@ -49,10 +49,14 @@ def _defer_client() -> None:
 
 def lancedb() -> Any:
     """The `lancedb` module."""
-    if "lancedb" not in sys.modules:
-        # Lance logs warnings (e.g. "no existing dataset, it will be created") to stderr.
-        os.environ.setdefault("LANCEDB_LOG", "error")
-        _defer_client()
+    if "lancedb" in sys.modules:
+        return sys.modules["lancedb"]
+    # Lance logs warnings (e.g. "no existing dataset, it will be created") to stderr.
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    _defer_client()
     import lancedb as module
 
+    from hydra_rag.store.loop_thread import before_lancedb_exits
+
+    before_lancedb_exits()  # its core registers an exit hook when it loads
     return module

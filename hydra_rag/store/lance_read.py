@@ -14,16 +14,13 @@ the tables are not on a local path, the full `lancedb` package is used instead.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import sys
 import threading
-from collections.abc import Callable, Coroutine
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from hydra_rag.store.loop_thread import wait
+from hydra_rag.store.loop_thread import before_lancedb_exits, in_a_thread
 
 _CORE = "lancedb._lancedb"
 # Searches of a server start side by side: the module is put in sys.modules before it has run,
@@ -58,6 +55,7 @@ def _load_core() -> Any | None:
         except BaseException:
             sys.modules.pop(_CORE, None)
             raise
+        before_lancedb_exits()
         return module
     except Exception:  # noqa: BLE001 - any trouble: the full package answers instead
         return None
@@ -156,21 +154,4 @@ def read_rows(uri: str, name: str, wheres: list[str], columns: list[str]) -> Any
         return pa.concat_tables([await tbl.query().where(w).select(columns).to_arrow()
                                  for w in wheres])
 
-    return _in_a_thread(read)
-
-
-def _in_a_thread(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    """`asyncio.run(make())` in a thread of its own, waited for on a bare lock
-    (hydra_rag.store.loop_thread says why): a loop may run in the caller's thread already, and
-    an interrupt there stops only the wait. The read, interrupted or not, ends in its thread
-    and closes its loop."""
-    out: Future[Any] = Future()
-
-    def run() -> None:
-        try:
-            out.set_result(asyncio.run(make()))
-        except BaseException as exc:  # handed to the caller
-            out.set_exception(exc)
-
-    threading.Thread(target=run, name="hydra-rag-read", daemon=True).start()
-    return wait(out)
+    return in_a_thread(read)
