@@ -17,6 +17,8 @@ import sys
 import types
 from typing import Any
 
+from hydra_rag.store.loop_thread import before_lancedb_exits
+
 _CLIENT = "lance_namespace_urllib3_client"
 
 
@@ -55,8 +57,6 @@ def lancedb() -> Any:
     os.environ.setdefault("LANCEDB_LOG", "error")
     _defer_client()
     import lancedb as module
-
-    from hydra_rag.store.loop_thread import before_lancedb_exits
 
     before_lancedb_exits()  # its core registers an exit hook when it loads
     return module
