@@ -27,7 +27,8 @@ from pathlib import PurePosixPath
 # 5: a code chunk's section is the definition it stands in, and it is embedded and indexed
 #    under its file's path and that section (heading)
 # 6: a code chunk is embedded without the licence and imports it starts with (read.preamble)
-CHUNKER_VERSION = 6
+# 7: a code chunk too long for the embedder is cut at the definitions it holds first
+CHUNKER_VERSION = 7
 TARGET = 1500
 OVERLAP = 200
 HARD = 3000
@@ -429,9 +430,10 @@ class _Chunker:
     def split(self, units: list[_Unit], target: int, overlap: int,
               refitting: bool = False) -> list[Chunk]:
         out: list[Chunk] = []
-        # A chunk too long for the embedder is split plainly: keeping a heading with its text
-        # is what may have made it too long.
-        for group in _split(units, target, overlap, _Outline() if refitting else self.ol):
+        # A chunk too long for the embedder is split without its headings: keeping a heading
+        # with its text is what may have made it too long. A code file's definitions stay.
+        ol = _Outline(defs=self.ol.defs, ends=self.ol.ends) if refitting else self.ol
+        for group in _split(units, target, overlap, ol):
             if not any(u.text.strip() for u in group):
                 continue
             chunk = self.chunk(group)
@@ -442,8 +444,19 @@ class _Chunker:
         return out
 
     def refit(self, group: list[_Unit], target: int, overlap: int) -> list[Chunk]:
-        """Split a chunk that the embedder cannot take, halving the target until every piece
-        fits."""
+        """Split a chunk that the embedder cannot take: at the definitions it starts, into as
+        few pieces as fit, then (a piece that still does not) halving the target until every
+        piece fits."""
+        pieces = self.at_definitions(group)
+        if len(pieces) > 1:
+            out = []
+            for piece in pieces:
+                chunk = self.chunk(piece)
+                if not any(u.text.strip() for u in piece):
+                    continue
+                out.extend([chunk] if self.fits is None or self.fits(chunk.text)
+                           else self.refit(piece, target, overlap))
+            return out
         if len(group) == 1:
             unit = group[0]
             if len(unit.text) <= 1:
@@ -451,6 +464,24 @@ class _Chunker:
             half = max(1, len(unit.text) // 2)
             group = [_Unit(unit.line, p, False) for p in _cut_long_line(unit.text, half)]
         return self.split(group, max(1, target // 2), overlap // 2, refitting=True)
+
+    def at_definitions(self, group: list[_Unit]) -> list[list[_Unit]]:
+        """`group` cut before each definition that starts in it (after its first line), the
+        pieces then joined again, in order, as long as the joined text fits."""
+        cuts = [i for i in range(1, len(group)) if _is_head(group[i], self.ol.defs)
+                and group[i].line != group[i - 1].line]
+        if not cuts:
+            return [group]
+        bounds = [0, *cuts, len(group)]
+        pieces = [group[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        out = [pieces[0]]
+        for piece in pieces[1:]:
+            joined = out[-1] + piece
+            if self.fits is not None and self.fits("".join(u.text for u in joined)):
+                out[-1] = joined
+            else:
+                out.append(piece)
+        return out
 
 
 def chunk_text(

@@ -310,6 +310,30 @@ def test_code_chunks_start_where_definitions_start() -> None:
     assert chunk_spans(parse(literal, "javascript")[0]) == [(1, 9), (3, 5), (6, 8)]
 
 
+
+def test_a_chunk_too_long_for_the_embedder_is_cut_at_its_definitions_first() -> None:
+    """The logger-inl.h case: a short function and the start of a long one made one chunk;
+    too long for the embedder, it was halved by characters, cutting the long function one
+    line before the line that answers a question about it. Now the cut is between them."""
+    from hydra_rag.read.symbols import chunk_spans, parse
+
+    short = "def short(msg):\n    return msg.level >= 3\n\n\n"
+    long_body = "".join(f"    step_{j} = handle(step_{j - 1}, {j})\n" for j in range(1, 30))
+    text = short + "def long_one(msg):\n    step_0 = msg\n" + long_body + "    return step_29\n"
+    spans = chunk_spans(parse(text, "python")[0])
+    assert spans == [(1, 2), (5, 36)]
+    assert len(chunk_text(text, defs=spans)) == 1  # one chunk by characters alone
+    fits = lambda s: len(s) <= 1030  # noqa: E731 - the embedder takes less than the whole
+    cut = chunk_text(text, defs=spans, fits=fits)
+    assert [(c.line_start, c.line_end) for c in cut] == [(1, 4), (5, 36)]
+    _check_ranges(text, cut)
+    # A definition that alone does not fit is still cut until every piece fits.
+    tight = chunk_text(text, defs=spans, fits=lambda s: len(s) <= 500)
+    assert all(len(c.text) <= 500 for c in tight) and tight[0].line_end == 4
+    _check_ranges(text, tight)
+    assert {n for c in tight for n in range(c.line_start, c.line_end + 1)} == set(range(1, 37))
+
+
 GUIDE = ("# Guide\n\nIntro.\n\n## Install\n\nRun it.\n\n### Linux\n\napt install it\n\n"
          "```sh\n# not a heading\n```\n\n## Use\n\nGo.\n\nAppendix\n========\nx\n")
 
