@@ -50,15 +50,25 @@ SHEBANGS = {"python": "python", "python3": "python", "node": "javascript", "ruby
             "bash": "bash", "sh": "bash", "zsh": "bash", "ksh": "bash", "dash": "bash"}
 
 # C and C++: a variable given a value outside any function or class (`static const
-# std::array<…> months{{"Jan", …}};`, `const char *names[] = {…};`, a namespace's `const int
-# y = 2;`); a declaration without one (`extern int z;`) defines nothing here.
-_C_VALUES = "\n".join(f"""({around} (declaration declarator: (init_declarator declarator: [
-  (identifier) @name
-  (array_declarator declarator: (identifier) @name)
-  (pointer_declarator declarator: [(identifier) @name
-                                   (array_declarator declarator: (identifier) @name)])])
-  @definition.variable))""" for around in ("translation_unit", "declaration_list", "preproc_if",
-                                        "preproc_ifdef", "preproc_else", "preproc_elif"))
+# std::array<…> months{{"Jan", …}};`, `const char *names[] = {…};`, `int m[2][3] = {…};`,
+# `char **argv_copy = 0;`, a namespace's `const int y = 2;`; in C++ also `int &r = g;`,
+# `extern "C" int w = 2;`, a variable template and a class's static member given its value
+# outside the class, `int Registry::count = 0;`); a declaration without one (`extern int
+# z;`) defines nothing here. Its name inside at most two array, pointer or reference
+# declarators.
+def _c_values(cpp: bool) -> str:
+    wraps = ["array_declarator declarator:", "pointer_declarator declarator:",
+             *(["reference_declarator"] if cpp else [])]
+    names = ["(identifier) @name", *(["(qualified_identifier) @name"] if cpp else [])]
+    forms = [*names, *(f"({w} {n})" for w in wraps for n in names),
+             *(f"({w} ({v} {n}))" for w in wraps for v in wraps for n in names)]
+    arounds = ("translation_unit", "declaration_list", "preproc_if", "preproc_ifdef",
+               "preproc_else", "preproc_elif",
+               *(("linkage_specification", "template_declaration") if cpp else ()))
+    declarators = "\n  ".join(forms)
+    return "\n".join(f"""({around} (declaration declarator: (init_declarator declarator: [
+  {declarators}]) @definition.variable))""" for around in arounds)
+
 
 # JavaScript and TypeScript: a module's constants and variables given a value (`export const
 # nanoid = /^…{21}$/`). One whose value is an arrow function or a function expression is the
@@ -104,7 +114,7 @@ EXTRA = {
 (enum_specifier name: (type_identifier) @name body: (_)) @definition.type
 (union_specifier name: (type_identifier) @name body: (_)) @definition.class
 (call_expression function: (identifier) @name) @reference.call
-""" + _C_VALUES,
+""" + _c_values(cpp=False),
     "cpp": """
 (preproc_def name: (identifier) @name) @definition.constant
 (preproc_function_def name: (identifier) @name) @definition.macro
@@ -117,7 +127,7 @@ EXTRA = {
 (function_declarator declarator: (operator_name) @name) @definition.function
 (function_declarator declarator: (qualified_identifier) @name) @definition.method
 (function_declarator declarator: (template_function) @name) @definition.function
-""" + _C_VALUES,
+""" + _c_values(cpp=True),
     "ruby": """
 (assignment left: (constant) @name) @definition.constant
 """,

@@ -33,8 +33,10 @@ from hydra_rag.read.symbols import Reference, Symbol
 #    (`debounce(() => …)`, zod's `core.$constructor("$ZodCheck", (inst, def) => {…})`) is a
 #    function. 15: every declarator of `let a = 1, b = 2;` and `static int x = 1, y = 2;`;
 #    values under `#ifndef`; hidden friends (`friend void g(C&) {…}`) define; a variable is
-#    not the scope of the struct declared with it.
-SYMBOLS_VERSION = 15
+#    not the scope of the struct declared with it. 16: C and C++ values named inside nested
+#    declarators (`int m[2][3]`, `char **p`, `int &r`), under `extern "C"` and `template<…>`,
+#    and a static member given its value outside its class (`int S::count = 0;`).
+SYMBOLS_VERSION = 16
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS symbols (

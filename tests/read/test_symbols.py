@@ -370,6 +370,19 @@ def test_c_and_cpp_values_outside_functions_are_definitions() -> None:
         ("names", "variable", ""), ("answer", "variable", ""), ("x", "variable", ""),
         ("y", "variable", ""), ("P", "class", ""), ("pt", "variable", ""),
         ("kMax", "variable", ""), ("f", "function", "")}
+    # Declarators in declarators, C++'s references, `extern "C"`, variable templates, and a
+    # class's static member given its value outside the class.
+    deep = ("int grid[2][3] = {{0}};\nchar **argv_copy = 0;\nint *slots[4] = {0};\n"
+            "int &alias = grid[0][0];\nextern \"C\" int w = 2;\nextern \"C\" { int v = 3; }\n"
+            "template<class T> constexpr T pi = T(3);\nstruct S { static int count; };\n"
+            "int S::count = 4;\nint *S::head = nullptr;\nvoid g() { int **local = 0; }\n")
+    cpp, _ = parse(deep, "cpp")
+    assert {(d.name, d.scope, d.line_start) for d in cpp if d.kind == "variable"} == {
+        ("grid", "", 1), ("argv_copy", "", 2), ("slots", "", 3), ("alias", "", 4),
+        ("w", "", 5), ("v", "", 6), ("pi", "", 7), ("count", "S", 9), ("head", "S", 10)}
+    c, _ = parse("int grid[2][3] = {{0}};\nchar **argv_copy = 0;\nvoid g(void) { int **l = 0; }\n",
+                 "c")
+    assert {d.name for d in c if d.kind == "variable"} == {"grid", "argv_copy"}
 
 
 def test_javascript_module_values_are_definitions_not_their_imports_or_aliases() -> None:
