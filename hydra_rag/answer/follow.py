@@ -11,8 +11,14 @@ a folder that holds several projects side by side (no project file at its top) d
 lend one project's `request` to another's code. The names of the lines that match the
 question best are followed first, FOLLOW_MAX definitions a turn at most.
 
-`follow` is pure apart from the two functions it is given (`reading`: where names are
-defined, and a file's lines as indexed) and a look for a project file at a folder's top.
+The other way round, a passage that shows a class's definition brings the module values made
+from it: "how many idle keep-alive connections does a client keep by default?" finds `class
+Limits:` and its parameters, and the answer is `DEFAULT_LIMITS = Limits(…,
+max_keepalive_connections=20)` further down the file, which no word of the question names.
+
+`follow` is pure apart from the functions it is given (`reading`: where names are defined,
+a file's lines as indexed, the values made from a class) and a look for a project file at a
+folder's top.
 """
 
 from __future__ import annotations
@@ -32,12 +38,15 @@ from hydra_rag.store.symbols import Entry
 VALUE_KINDS = ("constant", "variable", "macro")
 MAX_LINES = 3  # of a definition followed: a value, not a body
 FOLLOW_MAX = 3  # definitions followed per turn
+MADE_MAX = 2  # values made from the classes a passage defines, per passage
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 _LITERAL = re.compile(r"\d|[\"'`]")  # a number or a string: what makes a definition a value
 
 # store, names → their definitions of VALUE_KINDS; store, path, first, last line → the text
 Lookup = Callable[[str, Sequence[str]], list[Entry]]
 Lines = Callable[[str, str, int, int], str | None]
+# store, path, first, last line → the values made from the classes defined on those lines
+Made = Callable[[str, str, int, int], list[Entry]]
 
 
 def used_names(text: str, query: str) -> list[str]:
@@ -79,12 +88,28 @@ def _shown(sources: Sequence[Source], store: str, path: str, first: int, last: i
 
 
 def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
-           most: int = FOLLOW_MAX) -> list[tuple[int, Source]]:
+           most: int = FOLLOW_MAX, made: Made | None = None) -> list[tuple[int, Source]]:
     """The definitions the passages lean on, each as (the index of the passage it follows,
     its entry): not one a passage already shows, nor one of a name defined in more than
-    NAMED_MAX places."""
+    NAMED_MAX places. With `made`, a passage that shows a class's definition also brings the
+    values made from that class (its module's `DEFAULT_LIMITS = Limits(…)`), after the
+    names it uses, at most MADE_MAX per passage."""
     out: list[tuple[int, Source]] = []
     taken: set[tuple[str, str, int]] = set()
+
+    def take(i: int, s: Source, e: Entry) -> bool:
+        first, last = e.name_line, min(e.line_end, e.name_line + MAX_LINES - 1)
+        key = (s.store, e.path, e.name_line)
+        if key in taken or _shown(sources, s.store, e.path, first, last) or last < first:
+            return False
+        text = lines(s.store, e.path, first, last)
+        if not text or not _LITERAL.search(text.partition(e.name)[2]):
+            return False  # no value: `#define SPDLOG_INLINE inline`, `var mu sync.Mutex`
+        taken.add(key)
+        out.append((i, replace(s, path=e.path, line_start=first, line_end=last, text=text,
+                               section="", page_start=0, page_end=0, page_unit="")))
+        return True
+
     for i, s in enumerate(sources):
         if len(out) >= most:
             break
@@ -94,6 +119,8 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
         for e in found:
             places.setdefault(e.name, []).append(e)
         for name in names:
+            if len(out) >= most:
+                break
             defs = [e for e in places.get(name, []) if not aside(e.path)]
             if not defs or len(places[name]) > NAMED_MAX:
                 continue
@@ -102,21 +129,17 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
             # code is not the `request` another defines.
             mine = [e for e in defs if e.path == s.path] or (
                 defs if len(defs) == 1 and _same_project(s.store, s.path, defs[0].path) else [])
-            if not mine:
-                continue
-            e = mine[0]
-            first, last = e.name_line, min(e.line_end, e.name_line + MAX_LINES - 1)
-            key = (s.store, e.path, e.name_line)
-            if key in taken or _shown(sources, s.store, e.path, first, last) or last < first:
-                continue
-            text = lines(s.store, e.path, first, last)
-            if not text or not _LITERAL.search(text.partition(name)[2]):
-                continue  # no value: `#define SPDLOG_INLINE inline`, `var mu sync.Mutex`
-            taken.add(key)
-            out.append((i, replace(s, path=e.path, line_start=first, line_end=last, text=text,
-                                   section="", page_start=0, page_end=0, page_unit="")))
-            if len(out) >= most:
+            if mine:
+                take(i, s, mine[0])
+        if made is None:
+            continue
+        values = [e for e in made(s.store, s.path, s.line_start, s.line_end)
+                  if not aside(e.path) and _same_project(s.store, s.path, e.path)]
+        brought = 0
+        for e in values:
+            if len(out) >= most or brought >= MADE_MAX:
                 break
+            brought += take(i, s, e)
     return out
 
 
@@ -133,8 +156,8 @@ def interleave(sources: Sequence[Source], extra: Sequence[tuple[int, Source]]) -
     return out
 
 
-def reading(stores: Mapping[str, Store]) -> tuple[Lookup, Lines]:
-    """The two functions `follow` is given, over these folders' symbol tables and code
+def reading(stores: Mapping[str, Store]) -> tuple[Lookup, Lines, Made]:
+    """The functions `follow` is given, over these folders' symbol tables and code
     tables (the text as indexed, like every passage's), by each folder's root. What they read
     is kept: a turn that cuts its passages again asks again for much the same."""
     defs: dict[tuple[str, str], list[Entry]] = {}  # (store, name) → its definitions
@@ -163,4 +186,8 @@ def reading(stores: Mapping[str, Store]) -> tuple[Lookup, Lines]:
                 return "\n".join(str(r["text"]).splitlines()[first - a:last - a + 1])
         return None
 
-    return lookup, lines
+    def made(store: str, path: str, first: int, last: int) -> list[Entry]:
+        s = stores.get(store)
+        return [] if s is None else s.file_list.made_from(path, first, last, VALUE_KINDS)
+
+    return lookup, lines, made

@@ -227,6 +227,12 @@ class FileList:
         with self._reading() as con:
             return [] if con is None else symtab.defined_among(con, names, kinds)
 
+    def made_from(self, rel: str, first: int, last: int, kinds: Sequence[str]
+                  ) -> list[symtab.Entry]:
+        """The values made from the classes defined on these lines (symbols.made_from)."""
+        with self._reading() as con:
+            return [] if con is None else symtab.made_from(con, rel, first, last, kinds)
+
     def symbol_links(self) -> list[tuple[str, str, bool]]:
         """Every (file, name, is a definition) of the symbol table."""
         with self._reading() as con:

@@ -156,6 +156,28 @@ def in_file(con: sqlite3.Connection, rel: str) -> list[Entry]:
     return [_entry(r) for r in rows]
 
 
+def made_from(con: sqlite3.Connection, rel: str, first: int, last: int,
+              kinds: Sequence[str]) -> list[Entry]:
+    """The definitions of these kinds (a module's values) made by calling or constructing a
+    class defined in `rel` whose name stands on lines first…last: `DEFAULT_LIMITS =
+    Limits(max_connections=100, …)` for `class Limits:` (a call or `new` on the value's own
+    line). One query."""
+    if not has_table(con):
+        return []
+    marks = ",".join("?" * len(kinds))
+    v = ", ".join(f"v.{c.strip()}" for c in _COLUMNS.split(","))
+    rows = con.execute(
+        f"SELECT DISTINCT {v} FROM symbols AS c "
+        "JOIN symbols AS r ON r.name = c.name COLLATE NOCASE AND r.def = 0 "
+        "AND r.kind IN ('call', 'class') "
+        f"JOIN symbols AS v ON v.rel = r.rel AND v.name_line = r.name_line AND v.def = 1 "
+        f"AND v.kind IN ({marks}) "
+        "WHERE c.rel = ? AND c.def = 1 AND c.kind = 'class' AND c.name_line BETWEEN ? AND ? "
+        "AND r.name = c.name ORDER BY v.rel, v.name_line",
+        (*kinds, rel, first, last)).fetchall()
+    return [_entry(r) for r in rows]
+
+
 def count(con: sqlite3.Connection) -> tuple[int, int]:
     """(definitions, references) in the table."""
     if not has_table(con):

@@ -107,3 +107,35 @@ def test_a_definition_in_another_project_of_the_folder_is_not_followed(tmp_path:
     DEFS.append(entry("settings.py", "LIMIT", 1))
     top = [src(1, "app/views.py", 1, "if n > LIMIT:\n    stop()")]
     assert [s.path for _, s in follow(top, "limit", lookup, lines)] == ["settings.py"]
+
+
+def test_a_class_shown_brings_the_values_made_from_it() -> None:
+    """`class Limits:` sent; `DEFAULT_LIMITS = Limits(…)` further down its file answers
+    "how many … by default", and no word of the question names it."""
+    files = {"pkg/config.py": ["class Limits:", "    def __init__(self, most=None):",
+                               "        self.most = most", "", "DEFAULT_LIMITS = Limits(most=20)",
+                               "NO_LIMITS = Limits()", "STRICT = Limits(most=1)"],
+             "tests/test_config.py": ["LOOSE = Limits(most=1000)"]}
+    values = [entry("pkg/config.py", "DEFAULT_LIMITS", 5), entry("pkg/config.py", "NO_LIMITS", 6),
+              entry("pkg/config.py", "STRICT", 7), entry("tests/test_config.py", "LOOSE", 1)]
+    asked: list[tuple[str, int, int]] = []
+
+    def made(store: str, path: str, first: int, last: int) -> list[Entry]:
+        asked.append((path, first, last))
+        return values if path == "pkg/config.py" and first <= 1 <= last else []
+
+    def file_lines(store: str, path: str, first: int, last: int) -> str | None:
+        return "\n".join(files[path][first - 1:last])
+
+    sent = [src(1, "pkg/config.py", 1, "\n".join(files["pkg/config.py"][:3])),
+            src(2, "pkg/client.py", 10, "def send(self):\n    pass")]
+    extra = follow(sent, "how many connections by default", lambda s, n: [], file_lines,
+                   made=made)
+    # A value must hold a value (NO_LIMITS's call has none); tests' values are not the code's;
+    # two at most for a passage.
+    assert [(i, s.path, s.line_start, s.text) for i, s in extra] == [
+        (0, "pkg/config.py", 5, "DEFAULT_LIMITS = Limits(most=20)"),
+        (0, "pkg/config.py", 7, "STRICT = Limits(most=1)")]
+    assert asked == [("pkg/config.py", 1, 3), ("pkg/client.py", 10, 11)]
+    # Without `made`, as before.
+    assert follow(sent, "how many connections by default", lambda s, n: [], file_lines) == []

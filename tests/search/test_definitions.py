@@ -369,3 +369,28 @@ def test_a_c_function_body_before_its_prototype(home: Path, tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     assert [d["path"] for d in json.loads(proc.stdout)["results"]][:2] \
         == ["include/level-inl.h", "include/level.h"]
+
+
+def test_the_values_made_from_a_class() -> None:
+    """symbols.made_from: a module value made by calling (Python) or `new` (JavaScript) a
+    class defined on the lines asked about; not a function's call, nor another class's."""
+    from hydra_rag.read.symbols import parse
+    from hydra_rag.store import symbols as symtab
+
+    con = sqlite3.connect(":memory:")
+    symtab.make(con)
+    py = ("class Limits:\n    pass\n\n\nclass Timeout:\n    pass\n\n\ndef build():\n    return 1\n\n\n"
+          "DEFAULT_LIMITS = Limits(max_connections=100)\nDEFAULT_TIMEOUT = Timeout(5.0)\n"
+          "BUILT = build()\n")
+    js = "import { Pool } from './pool.js';\nexport const pool = new Pool(4);\n"
+    pool = "export class Pool {\n  constructor(n) { this.n = n; }\n}\n"
+    symtab.replace(con, {"cfg.py": parse(py, "python"), "use.js": parse(js, "javascript"),
+                         "pool.js": parse(pool, "javascript")})
+    kinds = ("constant", "variable", "macro")
+    got = symtab.made_from(con, "cfg.py", 1, 2, kinds)
+    assert [(e.path, e.name, e.name_line) for e in got] == [("cfg.py", "DEFAULT_LIMITS", 13)]
+    assert [e.name for e in symtab.made_from(con, "cfg.py", 1, 6, kinds)] == [
+        "DEFAULT_LIMITS", "DEFAULT_TIMEOUT"]
+    assert symtab.made_from(con, "cfg.py", 9, 10, kinds) == []  # build() is no class
+    assert [(e.path, e.name) for e in symtab.made_from(con, "pool.js", 1, 3, kinds)] == [
+        ("use.js", "pool")]
