@@ -16,9 +16,15 @@ from it: "how many idle keep-alive connections does a client keep by default?" f
 Limits:` and its parameters, and the answer is `DEFAULT_LIMITS = Limits(…,
 max_keepalive_connections=20)` further down the file, which no word of the question names.
 
+And the best passage's best lines lend the short helpers they call (at most CALL_LINES
+lines, sent whole): "what content type is a file given when it cannot be guessed?" finds
+`content_type = _guess_content_type(filename)`, and the answer is that helper's `or
+"application/octet-stream"`. Only the first passage's: the budget's later shares are small,
+and a helper there takes the tokens of the lines that answer (measured, BENCHMARKS.md).
+
 `follow` is pure apart from the functions it is given (`reading`: where names are defined,
-a file's lines as indexed, the values made from a class) and a look for a project file at a
-folder's top.
+a file's lines as indexed, the values made from a class, where functions are defined) and a
+look for a project file at a folder's top.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ VALUE_KINDS = ("constant", "variable", "macro")
 MAX_LINES = 3  # of a definition followed: a value, not a body
 FOLLOW_MAX = 3  # definitions followed per turn
 MADE_MAX = 2  # values made from the classes a passage defines, per passage
+CALL_LINES = 12  # of a function followed: a short helper, sent whole
+_CALL = re.compile(r"([A-Za-z_$][\w$]*)\s*\(")
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 _LITERAL = re.compile(r"\d|[\"'`]")  # a number or a string: what makes a definition a value
 
@@ -47,6 +55,19 @@ Lookup = Callable[[str, Sequence[str]], list[Entry]]
 Lines = Callable[[str, str, int, int], str | None]
 # store, path, first, last line → the values made from the classes defined on those lines
 Made = Callable[[str, str, int, int], list[Entry]]
+FUNCTION_KINDS = ("function", "method")
+
+
+def called_on_best(text: str, query: str) -> list[str]:
+    """The names a passage calls on the lines that match `query` best (the top score), each
+    once."""
+    lines = text.splitlines()
+    scores, _ = line_scores(text, query)
+    top = max(scores, default=0.0)
+    if top <= 0:
+        return []
+    return list(dict.fromkeys(m.group(1) for i, x in enumerate(lines) if scores[i] == top
+                              for m in _CALL.finditer(x) if len(m.group(1)) > 1))
 
 
 def used_names(text: str, query: str) -> list[str]:
@@ -88,22 +109,31 @@ def _shown(sources: Sequence[Source], store: str, path: str, first: int, last: i
 
 
 def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
-           most: int = FOLLOW_MAX, made: Made | None = None) -> list[tuple[int, Source]]:
+           most: int = FOLLOW_MAX, made: Made | None = None, calls: Lookup | None = None
+           ) -> list[tuple[int, Source]]:
     """The definitions the passages lean on, each as (the index of the passage it follows,
     its entry): not one a passage already shows, nor one of a name defined in more than
     NAMED_MAX places. With `made`, a passage that shows a class's definition also brings the
     values made from that class (its module's `DEFAULT_LIMITS = Limits(…)`), after the
-    names it uses, at most MADE_MAX per passage."""
+    names it uses, at most MADE_MAX per passage. With `calls`, the first passage's entries
+    (the best chunk's windows) bring one short function their best lines call, whole."""
     out: list[tuple[int, Source]] = []
+    # The best chunk's windows: the entries before the first of another file.
+    lead = next((i for i, s in enumerate(sources)
+                 if (s.store, s.path) != (sources[0].store, sources[0].path)), len(sources))
+    helped = False
     taken: set[tuple[str, str, int]] = set()
 
-    def take(i: int, s: Source, e: Entry) -> bool:
-        first, last = e.name_line, min(e.line_end, e.name_line + MAX_LINES - 1)
+    def take(i: int, s: Source, e: Entry, whole: bool = False) -> bool:
+        first, last = ((e.line_start, e.line_end) if whole else
+                       (e.name_line, min(e.line_end, e.name_line + MAX_LINES - 1)))
         key = (s.store, e.path, e.name_line)
-        if key in taken or _shown(sources, s.store, e.path, first, last) or last < first:
+        if key in taken or _shown(sources, s.store, e.path, first, last) or last < first \
+                or any(x.store == s.store and x.path == e.path and x.line_start <= last
+                       and first <= x.line_end for _, x in out):  # one followed already
             return False
         text = lines(s.store, e.path, first, last)
-        if not text or not _LITERAL.search(text.partition(e.name)[2]):
+        if not text or not (whole or _LITERAL.search(text.partition(e.name)[2])):
             return False  # no value: `#define SPDLOG_INLINE inline`, `var mu sync.Mutex`
         taken.add(key)
         out.append((i, replace(s, path=e.path, line_start=first, line_end=last, text=text,
@@ -131,6 +161,22 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
                 defs if len(defs) == 1 and _same_project(s.store, s.path, defs[0].path) else [])
             if mine:
                 take(i, s, mine[0])
+        if calls is not None and i < lead and len(out) < most and not helped:
+            # A short helper the best lines call, whole: `_guess_content_type(filename)` on
+            # the line that matches "what content type … cannot be guessed" best.
+            named = called_on_best(s.text, query)
+            helpers: dict[str, list[Entry]] = {}
+            for e in calls(s.store, named):
+                helpers.setdefault(e.name, []).append(e)
+            for name in named:
+                defs = [e for e in helpers.get(name, []) if not aside(e.path)]
+                mine = [e for e in defs if e.path == s.path] or (
+                    defs if len(defs) == 1 and _same_project(s.store, s.path, defs[0].path)
+                    else [])
+                if len(mine) == 1 and mine[0].line_end - mine[0].line_start < CALL_LINES \
+                        and take(i, s, mine[0], whole=True):
+                    helped = True
+                    break
         if made is None:
             continue
         values = [e for e in made(s.store, s.path, s.line_start, s.line_end)
@@ -156,7 +202,7 @@ def interleave(sources: Sequence[Source], extra: Sequence[tuple[int, Source]]) -
     return out
 
 
-def reading(stores: Mapping[str, Store]) -> tuple[Lookup, Lines, Made]:
+def reading(stores: Mapping[str, Store]) -> tuple[Lookup, Lines, Made, Lookup]:
     """The functions `follow` is given, over these folders' symbol tables and code
     tables (the text as indexed, like every passage's), by each folder's root. What they read
     is kept: a turn that cuts its passages again asks again for much the same."""
@@ -190,4 +236,8 @@ def reading(stores: Mapping[str, Store]) -> tuple[Lookup, Lines, Made]:
         s = stores.get(store)
         return [] if s is None else s.file_list.made_from(path, first, last, VALUE_KINDS)
 
-    return lookup, lines, made
+    def calls(store: str, names: Sequence[str]) -> list[Entry]:
+        s = stores.get(store)
+        return [] if s is None or not names else s.file_list.defined_among(names, FUNCTION_KINDS)
+
+    return lookup, lines, made, calls

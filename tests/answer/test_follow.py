@@ -139,3 +139,37 @@ def test_a_class_shown_brings_the_values_made_from_it() -> None:
     assert asked == [("pkg/config.py", 1, 3), ("pkg/client.py", 10, 11)]
     # Without `made`, as before.
     assert follow(sent, "how many connections by default", lambda s, n: [], file_lines) == []
+
+
+def test_the_best_passage_brings_a_short_helper_its_best_line_calls() -> None:
+    """`content_type = _guess_content_type(filename)` answers nothing; the helper's body
+    does. One helper, whole, short, from the best chunk's windows only."""
+    files = {"pkg/multipart.py": [
+        "def _guess_content_type(filename):",
+        '    """Guess the content type from the file name."""',
+        "    if filename:",
+        '        return mimetypes.guess_type(filename)[0] or "application/octet-stream"',
+        "    return None"] + [f"    # {i}" for i in range(20)] + [
+        "def _long_helper(filename):"] + [f"    step({i})" for i in range(20)]}
+    fns = [Entry("pkg/multipart.py", "_guess_content_type", "function", "", 1, 5, 1, True),
+           Entry("pkg/multipart.py", "_long_helper", "function", "", 26, 46, 26, True)]
+
+    def calls(store: str, names: Sequence[str]) -> list[Entry]:
+        return [e for e in fns if e.name in names]
+
+    def file_lines(store: str, path: str, first: int, last: int) -> str | None:
+        return "\n".join(files[path][first - 1:last])
+
+    best = src(1, "pkg/multipart.py", 140, "if content_type is None:\n"
+               "    content_type = _long_helper(filename) or _guess_content_type(filename)\n"
+               "headers = {}")
+    other = src(2, "pkg/other.py", 10, "guess = _guess_content_type(filename)  # content type")
+    q = "what content type is a file given when it cannot be guessed"
+    extra = follow([best, other], q, lambda s, n: [], file_lines, calls=calls)
+    assert [(i, s.line_start, s.line_end) for i, s in extra] == [(0, 1, 5)]
+    assert "application/octet-stream" in extra[0][1].text
+    # A later passage lends none; nor does a line that is not among the best.
+    first = src(1, "pkg/other.py", 1, "CONTENT_TYPES = {}  # content type of a file")
+    assert follow([first, best], q, lambda s, n: [], file_lines, calls=calls) == []
+    plain = src(1, "pkg/multipart.py", 140, "x = _guess_content_type(a)\ncontent type file guessed")
+    assert follow([plain], q, lambda s, n: [], file_lines, calls=calls) == []
