@@ -128,9 +128,12 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
         first, last = ((e.line_start, e.line_end) if whole else
                        (e.name_line, min(e.line_end, e.name_line + MAX_LINES - 1)))
         key = (s.store, e.path, e.name_line)
+        # Not what a passage shows (a function sent whole: not even some of its lines), nor
+        # what overlaps an entry followed already.
+        shown = list(sources) if whole else []
         if key in taken or _shown(sources, s.store, e.path, first, last) or last < first \
                 or any(x.store == s.store and x.path == e.path and x.line_start <= last
-                       and first <= x.line_end for _, x in out):  # one followed already
+                       and first <= x.line_end for x in shown + [x for _, x in out]):
             return False
         text = lines(s.store, e.path, first, last)
         if not text or not (whole or _LITERAL.search(text.partition(e.name)[2])):

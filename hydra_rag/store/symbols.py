@@ -161,7 +161,9 @@ def made_from(con: sqlite3.Connection, rel: str, first: int, last: int,
     """The definitions of these kinds (a module's values) made by calling or constructing a
     class defined in `rel` whose name stands on lines first…last: `DEFAULT_LIMITS =
     Limits(max_connections=100, …)` for `class Limits:` (a call or `new` on the value's own
-    line). One query."""
+    line), in the class's own file first. A name that more than one class of the table holds
+    lends only the values of the class's own file: another file's `Config(…)` may be its own
+    `Config`'s. One query."""
     if not has_table(con):
         return []
     marks = ",".join("?" * len(kinds))
@@ -173,7 +175,9 @@ def made_from(con: sqlite3.Connection, rel: str, first: int, last: int,
         f"JOIN symbols AS v ON v.rel = r.rel AND v.name_line = r.name_line AND v.def = 1 "
         f"AND v.kind IN ({marks}) "
         "WHERE c.rel = ? AND c.def = 1 AND c.kind = 'class' AND c.name_line BETWEEN ? AND ? "
-        "AND r.name = c.name ORDER BY v.rel, v.name_line",
+        "AND r.name = c.name AND (v.rel = c.rel OR (SELECT COUNT(*) FROM symbols AS o "
+        "WHERE o.name = c.name AND o.def = 1 AND o.kind = 'class') = 1) "
+        "ORDER BY v.rel != c.rel, v.rel, v.name_line",
         (*kinds, rel, first, last)).fetchall()
     return [_entry(r) for r in rows]
 

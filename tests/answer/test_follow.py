@@ -173,3 +173,6 @@ def test_the_best_passage_brings_a_short_helper_its_best_line_calls() -> None:
     assert follow([first, best], q, lambda s, n: [], file_lines, calls=calls) == []
     plain = src(1, "pkg/multipart.py", 140, "x = _guess_content_type(a)\ncontent type file guessed")
     assert follow([plain], q, lambda s, n: [], file_lines, calls=calls) == []
+    # A helper some of whose lines a passage shows already is not sent again.
+    part = src(3, "pkg/multipart.py", 4, "\n".join(files["pkg/multipart.py"][3:5]))
+    assert follow([best, other, part], q, lambda s, n: [], file_lines, calls=calls) == []

@@ -310,7 +310,6 @@ def test_code_chunks_start_where_definitions_start() -> None:
     assert chunk_spans(parse(literal, "javascript")[0]) == [(1, 9), (3, 5), (6, 8)]
 
 
-
 def test_a_chunk_too_long_for_the_embedder_is_cut_at_its_definitions_first() -> None:
     """The logger-inl.h case: a short function and the start of a long one made one chunk;
     too long for the embedder, it was halved by characters, cutting the long function one

@@ -394,3 +394,9 @@ def test_the_values_made_from_a_class() -> None:
     assert symtab.made_from(con, "cfg.py", 9, 10, kinds) == []  # build() is no class
     assert [(e.path, e.name) for e in symtab.made_from(con, "pool.js", 1, 3, kinds)] == [
         ("use.js", "pool")]
+    # Two classes of one name: each lends only the values of its own file.
+    mine = "class Pool:\n    pass\n\n\nSMALL = Pool(2)\n"
+    symtab.replace(con, {"other.py": parse(mine, "python")})
+    assert [(e.path, e.name) for e in symtab.made_from(con, "pool.js", 1, 3, kinds)] == []
+    assert [(e.path, e.name) for e in symtab.made_from(con, "other.py", 1, 2, kinds)] == [
+        ("other.py", "SMALL")]
