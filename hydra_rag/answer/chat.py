@@ -205,13 +205,16 @@ class Chat:
         if not s.context_follow or not sources:
             return sources
         lookup, lines, made, calls = follow.reading(stores)
-        extra = follow.follow(sources, query, lookup, lines, made=made, calls=calls)
+
+        def followed(sent: list[Source]) -> list[tuple[int, Source]]:
+            return follow.follow(sent, query, lookup, lines, made=made, calls=calls)
+
+        extra = followed(sources)
         if extra and budget > 0:
             cost = sum(entry_cost(x, self.count) for _, x in extra)
             sources = cut(max(budget - cost, 1))
             # The same definitions, for the passages still sent (and within what was set aside)
-            extra, spent, kept = follow.follow(sources, query, lookup, lines, made=made,
-                                                calls=calls), 0, []
+            extra, spent, kept = followed(sources), 0, []
             for i, x in extra:
                 spent += entry_cost(x, self.count)
                 if spent > cost:

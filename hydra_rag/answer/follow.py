@@ -37,7 +37,7 @@ from typing import Any
 
 from hydra_rag.answer.prompt import Source
 from hydra_rag.search.definitions import NAMED_MAX, aside
-from hydra_rag.search.evidence import line_scores
+from hydra_rag.search.evidence import best_lines, line_scores
 from hydra_rag.store.index_dir import Store
 from hydra_rag.store.symbols import Entry
 
@@ -59,15 +59,10 @@ FUNCTION_KINDS = ("function", "method")
 
 
 def called_on_best(text: str, query: str) -> list[str]:
-    """The names a passage calls on the lines that match `query` best (the top score), each
-    once."""
+    """The names a passage calls on the lines that match `query` best, each once."""
     lines = text.splitlines()
-    scores, _ = line_scores(text, query)
-    top = max(scores, default=0.0)
-    if top <= 0:
-        return []
-    return list(dict.fromkeys(m.group(1) for i, x in enumerate(lines) if scores[i] == top
-                              for m in _CALL.finditer(x) if len(m.group(1)) > 1))
+    return list(dict.fromkeys(m.group(1) for i in best_lines(text, query)
+                              for m in _CALL.finditer(lines[i]) if len(m.group(1)) > 1))
 
 
 def used_names(text: str, query: str) -> list[str]:
@@ -102,6 +97,22 @@ def _same_project(root: str, here: str, there: str) -> bool:
     return any((Path(root) / m).exists() for m in PROJECT_MARKERS)
 
 
+def _the_one(s: Source, defs: Sequence[Entry]) -> list[Entry]:
+    """Of a name's definitions (tests and examples left out already), the ones a passage
+    means: those in its own file, else the only one, when it is in the same project. A folder
+    may hold several projects side by side, and `request` in one project's code is not the
+    `request` another defines."""
+    return [e for e in defs if e.path == s.path] or (
+        list(defs) if len(defs) == 1 and _same_project(s.store, s.path, defs[0].path) else [])
+
+
+def _by_name(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
+    out: dict[str, list[Entry]] = {}
+    for e in entries:
+        out.setdefault(e.name, []).append(e)
+    return out
+
+
 def _shown(sources: Sequence[Source], store: str, path: str, first: int, last: int) -> bool:
     """Does a passage show these lines already?"""
     return any(s.store == store and s.path == path and s.line_start <= first
@@ -130,10 +141,10 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
         key = (s.store, e.path, e.name_line)
         # Not what a passage shows (a function sent whole: not even some of its lines), nor
         # what overlaps an entry followed already.
-        shown = list(sources) if whole else []
+        near = [*(sources if whole else ()), *(x for _, x in out)]
         if key in taken or _shown(sources, s.store, e.path, first, last) or last < first \
                 or any(x.store == s.store and x.path == e.path and x.line_start <= last
-                       and first <= x.line_end for x in shown + [x for _, x in out]):
+                       and first <= x.line_end for x in near):
             return False
         text = lines(s.store, e.path, first, last)
         if not text or not (whole or _LITERAL.search(text.partition(e.name)[2])):
@@ -147,35 +158,23 @@ def follow(sources: Sequence[Source], query: str, lookup: Lookup, lines: Lines,
         if len(out) >= most:
             break
         names = used_names(s.text, query)
-        found = lookup(s.store, names)
-        places: dict[str, list[Entry]] = {}
-        for e in found:
-            places.setdefault(e.name, []).append(e)
+        places = _by_name(lookup(s.store, names))
         for name in names:
             if len(out) >= most:
                 break
             defs = [e for e in places.get(name, []) if not aside(e.path)]
             if not defs or len(places[name]) > NAMED_MAX:
                 continue
-            # The one in the passage's own file, else the only one, when it is in the same
-            # project: a folder may hold several side by side, and `request` in one project's
-            # code is not the `request` another defines.
-            mine = [e for e in defs if e.path == s.path] or (
-                defs if len(defs) == 1 and _same_project(s.store, s.path, defs[0].path) else [])
+            mine = _the_one(s, defs)
             if mine:
                 take(i, s, mine[0])
         if calls is not None and i < lead and len(out) < most and not helped:
             # A short helper the best lines call, whole: `_guess_content_type(filename)` on
             # the line that matches "what content type … cannot be guessed" best.
             named = called_on_best(s.text, query)
-            helpers: dict[str, list[Entry]] = {}
-            for e in calls(s.store, named):
-                helpers.setdefault(e.name, []).append(e)
+            helpers = _by_name(calls(s.store, named))
             for name in named:
-                defs = [e for e in helpers.get(name, []) if not aside(e.path)]
-                mine = [e for e in defs if e.path == s.path] or (
-                    defs if len(defs) == 1 and _same_project(s.store, s.path, defs[0].path)
-                    else [])
+                mine = _the_one(s, [e for e in helpers.get(name, []) if not aside(e.path)])
                 if len(mine) == 1 and mine[0].line_end - mine[0].line_start < CALL_LINES \
                         and take(i, s, mine[0], whole=True):
                     helped = True
