@@ -447,14 +447,16 @@ class _Chunker:
         """Split a chunk that the embedder cannot take: at the definitions it starts, into as
         few pieces as fit, then (a piece that still does not) halving the target until every
         piece fits."""
-        pieces = self.at_definitions(group)
+        fits = self.fits
+        assert fits is not None  # only the embedder's limit sends a chunk here
+        pieces = self.at_definitions(group, fits)
         if len(pieces) > 1:
             out = []
-            for piece in pieces:
-                chunk = self.chunk(piece)
+            for piece, fitting in pieces:
                 if not any(u.text.strip() for u in piece):
                     continue
-                out.extend([chunk] if self.fits is None or self.fits(chunk.text)
+                chunk = self.chunk(piece)
+                out.extend([chunk] if fitting or fits(chunk.text)
                            else self.refit(piece, target, overlap))
             return out
         if len(group) == 1:
@@ -465,22 +467,24 @@ class _Chunker:
             group = [_Unit(unit.line, p, False) for p in _cut_long_line(unit.text, half)]
         return self.split(group, max(1, target // 2), overlap // 2, refitting=True)
 
-    def at_definitions(self, group: list[_Unit]) -> list[list[_Unit]]:
+    def at_definitions(self, group: list[_Unit], fits: Callable[[str], bool]
+                       ) -> list[tuple[list[_Unit], bool]]:
         """`group` cut before each definition that starts in it (after its first line), the
-        pieces then joined again, in order, as long as the joined text fits."""
+        pieces then joined again, in order, as long as the joined text fits; each with
+        whether it is known to fit (a joined piece was measured, a lone one was not)."""
         cuts = [i for i in range(1, len(group)) if _is_head(group[i], self.ol.defs)
                 and group[i].line != group[i - 1].line]
         if not cuts:
-            return [group]
+            return [(group, False)]
         bounds = [0, *cuts, len(group)]
         pieces = [group[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
-        out = [pieces[0]]
+        out = [(pieces[0], False)]
         for piece in pieces[1:]:
-            joined = out[-1] + piece
-            if self.fits is not None and self.fits("".join(u.text for u in joined)):
-                out[-1] = joined
+            joined = out[-1][0] + piece
+            if fits("".join(u.text for u in joined)):
+                out[-1] = (joined, True)
             else:
-                out.append(piece)
+                out.append((piece, False))
         return out
 
 

@@ -168,6 +168,7 @@ def made_from(con: sqlite3.Connection, rel: str, first: int, last: int,
         return []
     marks = ",".join("?" * len(kinds))
     v = ", ".join(f"v.{c.strip()}" for c in _COLUMNS.split(","))
+    # `r.name` is matched NOCASE, so that the name index serves the join, then exactly.
     rows = con.execute(
         f"SELECT DISTINCT {v} FROM symbols AS c "
         "JOIN symbols AS r ON r.name = c.name COLLATE NOCASE AND r.def = 0 "
