@@ -35,14 +35,9 @@ def _gguf_readable(path: Path) -> str:
             return ""
         except HydraError as exc:
             return str(exc)
-    try:
-        from gguf import GGUFReader
+    from hydra_rag.models.gguf import damage
 
-        reader = GGUFReader(str(path))
-        arch = reader.fields.get("general.architecture")
-        return "" if arch is not None else "no general.architecture key"
-    except Exception as exc:  # any parse failure means llama.cpp would refuse it too
-        return str(exc)
+    return damage(path)
 
 
 def run_checks(root: Path | None) -> list[Check]:

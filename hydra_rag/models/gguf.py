@@ -113,6 +113,52 @@ def header(path: str | Path) -> dict[str, Any]:
         raise NotGguf(f"its GGUF metadata is damaged or cut short ({exc})") from None
 
 
+def damage(path: str | Path) -> str:
+    """Why llama.cpp could not load the GGUF file at `path` ("" when it could, as far as its
+    layout tells): not GGUF, metadata cut short, no `general.architecture`, or tensor data
+    that ends past the end of the file (a download cut short). Reads the metadata and the
+    tensor table only, skipping the vocabulary arrays (gguf's GGUFReader parses every token
+    of them into numpy views: 5 s for a 250,000-word vocabulary on a 2-core VM)."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"GGUF":
+                return "not a GGUF file (it does not begin with GGUF)"
+            version = _read(f, "I")
+            if version not in (2, 3):
+                return f"GGUF version {version} is not one this reader knows (2, 3)"
+            tensors, arch, align = _read(f, "Q"), False, 32
+            for _ in range(_read(f, "Q")):
+                name = _string(f)
+                kind = _read(f, "I")
+                if name == "general.alignment" and kind in _SCALARS:
+                    align = int(_read(f, _SCALARS[kind])) or 32
+                    continue
+                arch = arch or name == "general.architecture"
+                _skip(f, kind)
+            if not arch:
+                return "no general.architecture key"
+            end = 0
+            for _ in range(tensors):
+                _string(f)
+                shape = [_read(f, "Q") for _ in range(_read(f, "I"))]
+                kind, offset = _read(f, "I"), _read(f, "Q")
+                block, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+                count = 1
+                for n in shape:
+                    count *= n
+                end = max(end, offset + count // block * size)
+            start = -(-f.tell() // align) * align
+            have = Path(path).stat().st_size
+    except (struct.error, ValueError, KeyError, UnicodeDecodeError, OSError) as exc:
+        return f"its GGUF header is damaged or cut short ({exc})"
+    if start + end > have:
+        return (f"the file is cut short: its tensors end at byte {start + end:,}, "
+                f"the file has {have:,}")
+    return ""
+
+
 def split_parts(path: Path) -> tuple[Path, ...]:
     """The files of the model whose first (or only) file is `path`."""
     m = SPLIT.match(path.name)

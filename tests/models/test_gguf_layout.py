@@ -1,0 +1,56 @@
+"""A model file's GGUF layout read without loading it (hydra_rag.models.gguf.damage): what
+`doctor` says of a model file before it starts llama.cpp on it. Real model files throughout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra_rag.models.gguf import damage
+from tests.conftest import run_cli
+
+MODELS = ("minilm-l6.q8_0.gguf", "multilingual-e5-small.q4_0.gguf",
+          "SmolLM2-135M-Instruct.Q8_0.gguf")
+
+
+def _cut(src: Path, dest: Path, size: int) -> Path:
+    with src.open("rb") as f:
+        dest.write_bytes(f.read(size))
+    return dest
+
+
+def test_whole_models_pass_and_cut_or_foreign_files_say_why(session_home: Path,
+                                                          tmp_path: Path) -> None:
+    models = session_home / "data" / "models"
+    for name in MODELS:  # e5's 250,000-word vocabulary among them
+        assert damage(models / name) == "", name
+    minilm = models / MODELS[0]
+    size = minilm.stat().st_size
+    why = damage(_cut(minilm, tmp_path / "tail.gguf", size - 100))
+    assert why == f"the file is cut short: its tensors end at byte {size:,}, the file has {size - 100:,}"
+    assert "damaged or cut short" in damage(_cut(minilm, tmp_path / "head.gguf", 1000))
+    (tmp_path / "notes.gguf").write_text("not a model\n")
+    assert damage(tmp_path / "notes.gguf") == "not a GGUF file (it does not begin with GGUF)"
+    assert damage(_cut(minilm, tmp_path / "empty.gguf", 0)).startswith("not a GGUF file")
+
+
+def test_doctor_names_a_model_file_cut_short_and_how_to_mend_it(session_home: Path,
+                                                               tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    models = home / "data" / "models"
+    models.mkdir(parents=True)
+    shared = session_home / "data" / "models"
+    for f in shared.iterdir():
+        if f.name != MODELS[2]:
+            (models / f.name).symlink_to(f.resolve())
+    chat = shared / MODELS[2]
+    _cut(chat, models / MODELS[2], chat.stat().st_size // 2)  # a download that stopped halfway
+    env = {"HYDRA_RAG_HOME": str(home)}
+    try:
+        proc = run_cli("doctor", env=env)
+    finally:
+        run_cli("sidecars", "stop", "--all", env=env)
+    assert proc.returncode == 1, proc.stdout
+    line = next(x for x in proc.stdout.splitlines() if "chat model smollm2-135m" in x)
+    assert line.startswith("fail") and "is not loadable: the file is cut short" in line, line
+    assert "hydra-rag models pull smollm2-135m --force" in proc.stdout
+    assert "embedder minilm-l6" in proc.stdout and "self-test passed" in proc.stdout
