@@ -100,6 +100,10 @@ class Settings:
     # A narrowed passage's best line is sent with the whole definition it stands in (the
     # symbol table's span), when that fits the passage's share.
     context_scope: bool = True
+    # The passages are the best `top_k` of the first context_pool hits, ranked by their fused
+    # score and how well their best line holds the question's words (budget.by_lines); 0 or
+    # at most top_k: the first top_k hits as search ranks them.
+    context_pool: int = 10
     # In a conversation (the chat REPL), the chat sidecar evaluates the turns so far while the
     # answer is read, so that the next turn's prompt evaluates only its passages and question.
     chat_warm: bool = True
@@ -223,6 +227,9 @@ def _check_answering(settings: Settings) -> None:
     if settings.context_tokens < 0:
         raise ConfigError(f"context_tokens must be 0 (whole chunks) or more, "
                           f"not {settings.context_tokens}")
+    if not 0 <= settings.context_pool <= 100:
+        raise ConfigError(f"context_pool must be a number of hits from 0 to 100, "
+                          f"not {settings.context_pool}")
 
 
 def _check_key_env(settings: Settings) -> None:

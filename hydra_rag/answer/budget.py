@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from hydra_rag.answer.prompt import Source, neutralise
 from hydra_rag.search.evidence import clip_around, line_scores, term_weights
+from hydra_rag.search.hits import Hit
 
 # The smallest share of the budget a chunk is given, in tokens: a function signature with a
 # few lines of body, or two sentences of prose.
@@ -30,6 +31,27 @@ DECAY = 0.5
 AROUND = 2  # lines shown on each side of a matching line before any window is widened
 MAX_WINDOWS = 3  # per chunk: each is an entry, with a header of its own
 CHARS_PER_TOKEN = 3  # to cut one overlong line (a paragraph) by characters, conservatively
+# Beside a hit's fused score, the weight of its best line's match (each as a share of the best
+# among the candidates) when the passages are chosen (by_lines).
+LINE_WEIGHT = 0.4
+
+
+def by_lines(hits: Sequence[Hit], query: str, k: int) -> list[Hit]:
+    """The `k` passages a prompt is built from: the hits ranked again by their fused score
+    plus LINE_WEIGHT times the score of their best-matching line (line_scores, the question's
+    words weighed by how few of the candidates' lines hold them), each as a share of the best
+    among `hits`. A chunk that holds the question's words together on one line is the one
+    the budget can cut to its answering lines; one found by meaning alone keeps its place
+    only by its fused score."""
+    if not hits:
+        return []
+    weights = term_weights([h.text for h in hits], query)
+    lines = [max(line_scores(h.text, query, weights)[0], default=0.0) for h in hits]
+    top_line = max(lines) or 1.0
+    top_score = max(h.score for h in hits) or 1.0
+    order = sorted(range(len(hits)), key=lambda i: (
+        -(hits[i].score / top_score + LINE_WEIGHT * lines[i] / top_line), i))
+    return [hits[i] for i in order[:k]]
 
 
 def entry_cost(s: Source, count: Callable[[str], int]) -> int:

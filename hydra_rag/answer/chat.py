@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_rag.answer import follow, sessions
-from hydra_rag.answer.budget import entry_cost, fit
+from hydra_rag.answer.budget import by_lines, entry_cost, fit
 from hydra_rag.answer.citations import CitationReport, check_citations
 from hydra_rag.answer.echo import EchoFilter
 from hydra_rag.answer.followup import REWRITE_PARAMS, parse_rewrite, plan, rewrite_messages
@@ -166,7 +166,8 @@ class Chat:
             rewritten = self.rewrite(question, earlier)
             if rewritten is not None:  # the rule's query searched with it, lighter
                 query, carried, also = rewritten, "", query if query != rewritten else None
-        hits = self.searcher.search(query, self.top_k, also=also)
+        pool = max(self.top_k, self.settings.context_pool)
+        hits = by_lines(self.searcher.search(query, pool, also=also), query, self.top_k)
         self.warnings = list(self.searcher.warnings)
         # The model is not asked to answer from passages that do not bear on the question
         # (hydra_rag.search.evidence.weak): with none left, the folder has nothing on it.

@@ -3,8 +3,9 @@ line ranges, best first, within the budget (pure: a word count stands in for the
 
 from __future__ import annotations
 
-from hydra_rag.answer.budget import entry_cost, fit, head_lines, windows
+from hydra_rag.answer.budget import by_lines, entry_cost, fit, head_lines, windows
 from hydra_rag.answer.prompt import Source
+from hydra_rag.search.hits import Hit
 
 
 def words(text: str) -> int:
@@ -216,3 +217,23 @@ def test_the_definition_a_question_names_is_sent_alone() -> None:
                scopes=[scope, []], defining=[{(6, 11)}, set()])
     assert [(s.path, s.line_start, s.line_end) for s in sent][0] == ("flask/helpers.py", 6, 11)
     assert any(s.path == "flask/other.py" for s in sent)
+
+
+def hit(path: str, text: str, score: float) -> Hit:
+    return Hit("/corpus", path, "code", 1, len(text.splitlines()), text, score)
+
+
+def test_passages_are_chosen_by_fused_score_and_their_best_line() -> None:
+    q = "which hash algorithm is assumed when the server challenge names none"
+    meaning = hit("a.py", "def auth_flow(self, request):\n    yield request", 0.80)
+    word = hit("b.py", "def parse(challenge):\n    pass", 0.78)
+    answer = hit("c.py", "# the challenge names no algorithm: assume this hash\nalgo = 'MD5'", 0.70)
+    other = hit("d.py", "def unrelated():\n    return 1", 0.75)
+    hits = [meaning, word, other, answer]
+    # the line holding four of the question's words lifts its chunk past the ones found by
+    # meaning alone or by one word
+    assert by_lines(hits, q, 3) == [answer, word, meaning]
+    assert by_lines(hits, q, 4)[-1] == other
+    assert by_lines(hits[:2], q, 3) == [word, meaning]  # fewer hits than passages: reordered
+    assert by_lines([], q, 3) == []
+    assert by_lines([other, meaning], "nothing matches here", 1) == [meaning]

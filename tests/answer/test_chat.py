@@ -448,3 +448,13 @@ def test_a_passage_brings_the_value_it_names(home: Path, tmp_path: Path) -> None
         on["prompt"][-1]["content"]
     assert not any(s["path"] == "src/settings.py" and s["line_start"] <= line <= s["line_end"]
                    for s in off["sources"]), off["sources"]
+
+
+def test_context_pool_is_checked(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hydra_rag.config import load_settings
+
+    monkeypatch.setenv("HYDRA_RAG_CONTEXT_POOL", "101")
+    with pytest.raises(Exception, match="context_pool must be a number of hits from 0 to 100"):
+        load_settings()
+    monkeypatch.setenv("HYDRA_RAG_CONTEXT_POOL", "0")
+    assert load_settings().context_pool == 0

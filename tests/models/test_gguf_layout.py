@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import run_cli
 from hydra_rag.models.gguf import damage
-from tests.conftest import run_cli
 
 MODELS = ("minilm-l6.q8_0.gguf", "multilingual-e5-small.q4_0.gguf",
           "SmolLM2-135M-Instruct.Q8_0.gguf")
