@@ -54,6 +54,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "ctx800": {"context_tokens": 800},
     "-follow": {"context_follow": False},
     "-scope": {"context_scope": False},
+    "-pool": {"context_pool": 0},
     "ctx1000": {"context_tokens": 1000},
     "ctx1200": {"context_tokens": 1200},
     "ctx1400": {"context_tokens": 1400},

@@ -166,8 +166,11 @@ class Chat:
             rewritten = self.rewrite(question, earlier)
             if rewritten is not None:  # the rule's query searched with it, lighter
                 query, carried, also = rewritten, "", query if query != rewritten else None
-        pool = max(self.top_k, self.settings.context_pool)
-        hits = by_lines(self.searcher.search(query, pool, also=also), query, self.top_k)
+        pool = self.settings.context_pool
+        if pool > self.top_k:  # the passages: the best of more hits, by their lines too
+            hits = by_lines(self.searcher.search(query, pool, also=also), query, self.top_k)
+        else:
+            hits = self.searcher.search(query, self.top_k, also=also)
         self.warnings = list(self.searcher.warnings)
         # The model is not asked to answer from passages that do not bear on the question
         # (hydra_rag.search.evidence.weak): with none left, the folder has nothing on it.
