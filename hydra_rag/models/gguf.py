@@ -1,4 +1,6 @@
-"""One value of a GGUF file's metadata, read from its header without loading the model.
+"""A GGUF file's metadata, read from its header without loading the model: one value
+(metadata_value), every scalar (header), or whether the file is whole (damage: the tensor
+table against the file's size).
 
 A GGUF file begins with its key-value metadata (gguf.md in llama.cpp's repository): the magic
 `GGUF`, a version, the tensor and key counts, then each key (a length-prefixed string), its
