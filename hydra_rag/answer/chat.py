@@ -30,6 +30,8 @@ from hydra_rag.search.fuse import literal_terms
 # Tokens kept free beyond the answer's max_tokens, for template tokens the count misses.
 MARGIN = 32
 KEEPALIVE_SECONDS = 60.0
+# The share of context_tokens the definitions a passage leans on (follow) may take together.
+FOLLOW_SHARE = 0.5
 # The smallest shipped chat model, the default and what the demo and the tests run: too weak to
 # trust (BENCHMARKS.md "Answers"), so the first answer from it says how to get a better one.
 SMALLEST = ("smollm2-135m",)
@@ -213,18 +215,26 @@ class Chat:
         def followed(sent: list[Source]) -> list[tuple[int, Source]]:
             return follow.follow(sent, query, lookup, lines, made=made, calls=calls)
 
+        def within(found: list[tuple[int, Source]], limit: float) -> list[tuple[int, Source]]:
+            kept, spent = [], 0
+            for i, x in found:  # in their order, each that still fits (a long one is skipped)
+                cost = entry_cost(x, self.count)
+                if spent + cost <= limit:
+                    kept.append((i, x))
+                    spent += cost
+            return kept
+
         extra = followed(sources)
         if extra and budget > 0:
+            # The definitions take at most FOLLOW_SHARE of the budget: the passages that
+            # name them keep the rest (a 400-character regular expression is no short value).
+            extra = within(extra, budget * FOLLOW_SHARE)
+            if not extra:
+                return sources
             cost = sum(entry_cost(x, self.count) for _, x in extra)
-            sources = cut(max(budget - cost, 1))
+            sources = cut(budget - cost)
             # The same definitions, for the passages still sent (and within what was set aside)
-            extra, spent, kept = followed(sources), 0, []
-            for i, x in extra:
-                spent += entry_cost(x, self.count)
-                if spent > cost:
-                    break
-                kept.append((i, x))
-            extra = kept
+            extra = within(followed(sources), cost)
         return follow.interleave(sources, extra)
 
     @staticmethod

@@ -458,3 +458,29 @@ def test_context_pool_is_checked(home: Path, monkeypatch: pytest.MonkeyPatch) ->
         load_settings()
     monkeypatch.setenv("HYDRA_RAG_CONTEXT_POOL", "0")
     assert load_settings().context_pool == 0
+
+
+def test_long_values_followed_leave_the_passage_that_names_them(home: Path, tmp_path: Path) -> None:
+    """The definitions a passage leans on take at most half of context_tokens together: three
+    long patterns it names do not crowd the passage itself out of the prompt (they did: the
+    model was sent nothing)."""
+    def pattern(seed: int) -> str:
+        return "|".join(f"(?:[a-z]{{{seed + i}}}-x{i:03d}\\d{{2,{i % 7 + 2}}})" for i in range(24))
+
+    values = "".join(f'CHECK_{c} = r"{pattern(n)}"\n' for n, c in enumerate("ABC", start=1))
+    root = write_tree(tmp_path / "proj", {
+        "src/patterns.py": values,
+        "src/validate.py": (
+            "from src.patterns import CHECK_A, CHECK_B, CHECK_C\n\n\n"
+            "def valid_code(text):\n"
+            '    """A product code is valid when all three patterns accept it."""\n'
+            "    return all(re.fullmatch(p, text) for p in (CHECK_A, CHECK_B, CHECK_C))\n")})
+    assert run_cli("index", str(root)).returncode == 0
+    proc = run_cli("ask", "smollm2-135m", "When is a product code valid?", "--rag", str(root),
+                   "--json", "--show-context", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    paths = [s["path"] for s in out["sources"]]
+    assert "src/validate.py" in paths, paths
+    followed = [s for s in out["sources"] if s["path"] == "src/patterns.py"]
+    assert 1 <= len(followed) < 3, followed
