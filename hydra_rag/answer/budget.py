@@ -36,17 +36,22 @@ CHARS_PER_TOKEN = 3  # to cut one overlong line (a paragraph) by characters, con
 LINE_WEIGHT = 0.4
 
 
-def by_lines(hits: Sequence[Hit], query: str, k: int) -> list[Hit]:
+def by_lines(hits: Sequence[Hit], query: str, k: int, also: str | None = None) -> list[Hit]:
     """The `k` passages a prompt is built from: the hits ranked again by their fused score
     plus LINE_WEIGHT times the score of their best-matching line (line_scores, the question's
     words weighed by how few of the candidates' lines hold them), each as a share of the best
     among `hits`. A chunk that holds the question's words together on one line is the one
     the budget can cut to its answering lines; one found by meaning alone keeps its place
-    only by its fused score."""
+    only by its fused score. A follow-up searched with the question before it (`also`)
+    counts a line's match to either."""
     if not hits:
         return []
-    weights = term_weights([h.text for h in hits], query)
-    lines = [max(line_scores(h.text, query, weights)[0], default=0.0) for h in hits]
+    texts = [h.text for h in hits]
+    lines = [0.0] * len(hits)
+    for q in (query, also) if also else (query,):
+        weights = term_weights(texts, q)
+        lines = [max(best, *line_scores(t, q, weights)[0], 0.0)
+                 for best, t in zip(lines, texts, strict=True)]
     top_line = max(lines) or 1.0
     top_score = max(h.score for h in hits) or 1.0
     order = sorted(range(len(hits)), key=lambda i: (

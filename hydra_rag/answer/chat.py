@@ -170,7 +170,10 @@ class Chat:
                 query, carried, also = rewritten, "", query if query != rewritten else None
         pool = self.settings.context_pool
         if pool > self.top_k:  # the passages: the best of more hits, by their lines too
-            hits = by_lines(self.searcher.search(query, pool, also=also), query, self.top_k)
+            hits = self.searcher.search(query, pool, also=also)
+            # (a reranker, where one read them, has ranked them already: its order stands)
+            hits = (hits[:self.top_k] if any(h.rerank is not None for h in hits)
+                    else by_lines(hits, query, self.top_k, also))
         else:
             hits = self.searcher.search(query, self.top_k, also=also)
         self.warnings = list(self.searcher.warnings)
@@ -232,9 +235,11 @@ class Chat:
             if not extra:
                 return sources
             cost = sum(entry_cost(x, self.count) for _, x in extra)
-            sources = cut(budget - cost)
+            fewer = cut(budget - cost)
+            if not fewer:  # a budget too small to share: the passages alone
+                return sources
             # The same definitions, for the passages still sent (and within what was set aside)
-            extra = within(followed(sources), cost)
+            sources, extra = fewer, within(followed(fewer), cost)
         return follow.interleave(sources, extra)
 
     @staticmethod

@@ -40,7 +40,7 @@ def metadata_value(path: str | Path, key: str) -> Any:
                 if name == key:
                     return _value(f, kind)
                 _skip(f, kind)
-    except (OSError, struct.error, ValueError, UnicodeDecodeError):
+    except (OSError, struct.error, ValueError, UnicodeDecodeError, OverflowError):
         return None
     return None
 
@@ -53,9 +53,17 @@ def _read(f: BinaryIO, fmt: str) -> Any:
     return struct.unpack("<" + fmt, data)[0]
 
 
+MAX_STRING = 1 << 24  # bytes of one metadata string (a chat template is a few thousand)
+
+
 def _string(f: BinaryIO) -> str:
     n = _read(f, "Q")
-    return f.read(n).decode("utf-8")
+    if n > MAX_STRING:
+        raise ValueError(f"a string of {n:,} bytes")
+    data = f.read(n)
+    if len(data) != n:
+        raise ValueError("truncated GGUF header")
+    return data.decode("utf-8")
 
 
 def _value(f: BinaryIO, kind: int) -> Any:
@@ -109,7 +117,7 @@ def header(path: str | Path) -> dict[str, Any]:
                 else:
                     out[name] = _value(f, kind)
             return out
-    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+    except (struct.error, ValueError, UnicodeDecodeError, OverflowError) as exc:
         if isinstance(exc, NotGguf):
             raise
         raise NotGguf(f"its GGUF metadata is damaged or cut short ({exc})") from None
@@ -146,6 +154,9 @@ def damage(path: str | Path) -> str:
                 _string(f)
                 shape = [_read(f, "Q") for _ in range(_read(f, "I"))]
                 kind, offset = _read(f, "I"), _read(f, "Q")
+                known = kind in GGMLQuantizationType._value2member_map_
+                if not known:  # newer than this gguf package: its size is not known here
+                    continue
                 block, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
                 count = 1
                 for n in shape:
@@ -153,7 +164,9 @@ def damage(path: str | Path) -> str:
                 end = max(end, offset + count // block * size)
             start = -(-f.tell() // align) * align
             have = Path(path).stat().st_size
-    except (struct.error, ValueError, KeyError, UnicodeDecodeError, OSError) as exc:
+    # (a damaged length can also overflow a seek or ask for more memory than there is)
+    except (struct.error, ValueError, KeyError, UnicodeDecodeError, OSError, OverflowError,
+            MemoryError) as exc:
         return f"its GGUF header is damaged or cut short ({exc})"
     if start + end > have:
         return (f"the file is cut short: its tensors end at byte {start + end:,}, "

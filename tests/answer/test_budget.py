@@ -237,3 +237,11 @@ def test_passages_are_chosen_by_fused_score_and_their_best_line() -> None:
     assert by_lines(hits[:2], q, 3) == [word, meaning]  # fewer hits than passages: reordered
     assert by_lines([], q, 3) == []
     assert by_lines([other, meaning], "nothing matches here", 1) == [meaning]
+
+
+def test_a_follow_up_counts_the_lines_of_the_question_before_it() -> None:
+    first = hit("a.py", "def auth_flow(self, request):\n    yield request", 0.80)
+    earlier = hit("b.py", "# the challenge names no algorithm: assume this hash", 0.70)
+    q, before = "and where is it done?", "which hash algorithm is assumed when the challenge names none"
+    assert by_lines([first, earlier], q, 1) == [first]
+    assert by_lines([first, earlier], q, 1, also=before) == [earlier]

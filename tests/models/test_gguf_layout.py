@@ -54,3 +54,35 @@ def test_doctor_names_a_model_file_cut_short_and_how_to_mend_it(session_home: Pa
     assert line.startswith("fail") and "is not loadable: the file is cut short" in line, line
     assert "hydra-rag models pull smollm2-135m --force" in proc.stdout
     assert "embedder minilm-l6" in proc.stdout and "self-test passed" in proc.stdout
+
+
+def test_a_damaged_length_or_an_unknown_tensor_type_is_said_plainly(session_home: Path,
+                                                                   tmp_path: Path) -> None:
+    import struct
+
+    data = (session_home / "data" / "models" / MODELS[0]).read_bytes()
+    # the first key's length (after magic, version, tensor and key counts) made absurd
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(data[:24] + struct.pack("<Q", 1 << 62) + data[32:])
+    assert damage(bad).startswith("its GGUF header is damaged or cut short (a string of")
+    bad.write_bytes(data[:24] + struct.pack("<Q", (1 << 64) - 1) + data[32:])
+    assert damage(bad).startswith("its GGUF header is damaged or cut short")
+    # a tensor type newer than the installed gguf package knows: its size is not checked
+    import gguf
+    import numpy as np
+
+    made = tmp_path / "made.gguf"
+    writer = gguf.GGUFWriter(str(made), "llama")
+    writer.add_tensor("t", np.zeros(64, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert damage(made) == ""
+    info = struct.pack("<Q", 1) + b"t" + struct.pack("<IQ", 1, 64)
+    raw = made.read_bytes()
+    at = raw.index(info + struct.pack("<I", 0)) + len(info)
+    made.write_bytes(raw[:at] + struct.pack("<I", 250) + raw[at + 4:])
+    assert damage(made) == ""
+    made.write_bytes(raw[:-8])  # the F32 tensor's last two values gone
+    assert damage(made).startswith("the file is cut short")
