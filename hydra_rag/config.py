@@ -208,6 +208,9 @@ def origin(name: str, value: Any) -> str:
     return f"--{name.replace('_', '-')}"
 
 
+# The smallest share of context_tokens a passage is given (hydra_rag.answer.budget): a smaller
+# budget would send no passage at all.
+SMALLEST_SHARE = 96
 FOLLOW_UPS = ("carry", "rewrite", "off")
 INDEX_ACCESS = ("auto", "private", "shared")
 ENGINES = ("local", "ray")
@@ -224,8 +227,9 @@ def _check_answering(settings: Settings) -> None:
     if settings.chat_turns < -1:
         raise ConfigError(f"chat_turns must be -1 (as the model says) or a number of turns, "
                           f"not {settings.chat_turns}")
-    if settings.context_tokens < 0:
-        raise ConfigError(f"context_tokens must be 0 (whole chunks) or more, "
+    if settings.context_tokens < 0 or 0 < settings.context_tokens < SMALLEST_SHARE:
+        raise ConfigError(f"context_tokens must be 0 (whole chunks) or at least "
+                          f"{SMALLEST_SHARE} (one passage's smallest share), "
                           f"not {settings.context_tokens}")
     if not 0 <= settings.context_pool <= 100:
         raise ConfigError(f"context_pool must be a number of hits from 0 to 100, "

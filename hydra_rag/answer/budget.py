@@ -18,12 +18,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from hydra_rag.answer.prompt import Source, neutralise
+from hydra_rag.config import SMALLEST_SHARE
 from hydra_rag.search.evidence import clip_around, line_scores, term_weights
 from hydra_rag.search.hits import Hit
 
 # The smallest share of the budget a chunk is given, in tokens: a function signature with a
-# few lines of body, or two sentences of prose.
-MIN_SHARE = 96
+# few lines of body, or two sentences of prose (the smallest context_tokens there is).
+MIN_SHARE = SMALLEST_SHARE
 # The share of what is left that each passage after the best may take: 300, 150, 96... tokens of
 # 600 rather than 120 each; an answering line in the second or third passage is more often
 # within reach, and a fifth passage is seldom sent (BENCHMARKS.md).

@@ -450,7 +450,7 @@ def test_a_passage_brings_the_value_it_names(home: Path, tmp_path: Path) -> None
                    for s in off["sources"]), off["sources"]
 
 
-def test_context_pool_is_checked(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_context_pool_and_tokens_are_checked(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hydra_rag.config import load_settings
 
     monkeypatch.setenv("HYDRA_RAG_CONTEXT_POOL", "101")
@@ -458,6 +458,13 @@ def test_context_pool_is_checked(home: Path, monkeypatch: pytest.MonkeyPatch) ->
         load_settings()
     monkeypatch.setenv("HYDRA_RAG_CONTEXT_POOL", "0")
     assert load_settings().context_pool == 0
+    # a budget smaller than one passage's smallest share would send no passage at all
+    monkeypatch.setenv("HYDRA_RAG_CONTEXT_TOKENS", "50")
+    with pytest.raises(Exception, match=r"context_tokens must be 0 \(whole chunks\) or at least 96"):
+        load_settings()
+    for ok in ("0", "96"):
+        monkeypatch.setenv("HYDRA_RAG_CONTEXT_TOKENS", ok)
+        assert load_settings().context_tokens == int(ok)
 
 
 def test_long_values_followed_leave_the_passage_that_names_them(home: Path, tmp_path: Path) -> None:
