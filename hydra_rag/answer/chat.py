@@ -218,28 +218,28 @@ class Chat:
         def followed(sent: list[Source]) -> list[tuple[int, Source]]:
             return follow.follow(sent, query, lookup, lines, made=made, calls=calls)
 
-        def within(found: list[tuple[int, Source]], limit: float) -> list[tuple[int, Source]]:
+        def within(found: list[tuple[int, Source]], limit: float
+                   ) -> tuple[list[tuple[int, Source]], int]:
             kept, spent = [], 0
             for i, x in found:  # in their order, each that still fits (a long one is skipped)
                 cost = entry_cost(x, self.count)
                 if spent + cost <= limit:
                     kept.append((i, x))
                     spent += cost
-            return kept
+            return kept, spent
 
         extra = followed(sources)
         if extra and budget > 0:
             # The definitions take at most FOLLOW_SHARE of the budget: the passages that
             # name them keep the rest (a 400-character regular expression is no short value).
-            extra = within(extra, budget * FOLLOW_SHARE)
+            extra, cost = within(extra, budget * FOLLOW_SHARE)
             if not extra:
                 return sources
-            cost = sum(entry_cost(x, self.count) for _, x in extra)
             fewer = cut(budget - cost)
             if not fewer:  # a budget too small to share: the passages alone
                 return sources
             # The same definitions, for the passages still sent (and within what was set aside)
-            sources, extra = fewer, within(followed(fewer), cost)
+            sources, (extra, _) = fewer, within(followed(fewer), cost)
         return follow.interleave(sources, extra)
 
     @staticmethod

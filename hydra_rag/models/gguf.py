@@ -103,24 +103,29 @@ def header(path: str | Path) -> dict[str, Any]:
     is not GGUF, of a version this reader does not know, or cut short inside its metadata."""
     try:
         with open(path, "rb") as f:
-            if f.read(4) != b"GGUF":
-                raise NotGguf("not a GGUF file (it does not begin with GGUF)")
-            version = _read(f, "I")
-            if version not in (2, 3):
-                raise NotGguf(f"GGUF version {version} is not one this reader knows (2, 3)")
-            out: dict[str, Any] = {"GGUF.version": version, "GGUF.tensor_count": _read(f, "Q")}
-            for _ in range(_read(f, "Q")):
-                name = _string(f)
-                kind = _read(f, "I")
-                if kind == _ARRAY:
-                    _skip(f, kind)
-                else:
-                    out[name] = _value(f, kind)
-            return out
+            return _metadata(f)
     except (struct.error, ValueError, UnicodeDecodeError, OverflowError) as exc:
         if isinstance(exc, NotGguf):
             raise
         raise NotGguf(f"its GGUF metadata is damaged or cut short ({exc})") from None
+
+
+def _metadata(f: BinaryIO) -> dict[str, Any]:
+    """header(), read from `f` at its start; `f` is left at the tensor table that follows."""
+    if f.read(4) != b"GGUF":
+        raise NotGguf("not a GGUF file (it does not begin with GGUF)")
+    version = _read(f, "I")
+    if version not in (2, 3):
+        raise NotGguf(f"GGUF version {version} is not one this reader knows (2, 3)")
+    out: dict[str, Any] = {"GGUF.version": version, "GGUF.tensor_count": _read(f, "Q")}
+    for _ in range(_read(f, "Q")):
+        name = _string(f)
+        kind = _read(f, "I")
+        if kind == _ARRAY:
+            _skip(f, kind)
+        else:
+            out[name] = _value(f, kind)
+    return out
 
 
 def damage(path: str | Path) -> str:
@@ -133,30 +138,18 @@ def damage(path: str | Path) -> str:
 
     try:
         with open(path, "rb") as f:
-            if f.read(4) != b"GGUF":
-                return "not a GGUF file (it does not begin with GGUF)"
-            version = _read(f, "I")
-            if version not in (2, 3):
-                return f"GGUF version {version} is not one this reader knows (2, 3)"
-            tensors, arch, align = _read(f, "Q"), False, 32
-            for _ in range(_read(f, "Q")):
-                name = _string(f)
-                kind = _read(f, "I")
-                if name == "general.alignment" and kind in _SCALARS:
-                    align = int(_read(f, _SCALARS[kind])) or 32
-                    continue
-                arch = arch or name == "general.architecture"
-                _skip(f, kind)
-            if not arch:
+            meta = _metadata(f)
+            if "general.architecture" not in meta:
                 return "no general.architecture key"
+            align = meta.get("general.alignment")
+            align = align if isinstance(align, int) and align > 0 else 32
             end = 0
-            for _ in range(tensors):
+            for _ in range(meta["GGUF.tensor_count"]):
                 _string(f)
                 shape = [_read(f, "Q") for _ in range(_read(f, "I"))]
                 kind, offset = _read(f, "I"), _read(f, "Q")
-                known = kind in GGMLQuantizationType._value2member_map_
-                if not known:  # newer than this gguf package: its size is not known here
-                    continue
+                if kind not in GGMLQuantizationType._value2member_map_:
+                    continue  # newer than this gguf package: its size is not known here
                 block, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
                 count = 1
                 for n in shape:
@@ -164,6 +157,8 @@ def damage(path: str | Path) -> str:
                 end = max(end, offset + count // block * size)
             start = -(-f.tell() // align) * align
             have = Path(path).stat().st_size
+    except NotGguf as exc:
+        return str(exc)
     # (a damaged length can also overflow a seek or ask for more memory than there is)
     except (struct.error, ValueError, KeyError, UnicodeDecodeError, OSError, OverflowError,
             MemoryError) as exc:
