@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
-from hydra_rag.answer.prompt import Source, neutralise
+from hydra_rag.answer.prompt import PREFIX, Source, neutralise
 from hydra_rag.config import SMALLEST_SHARE
 from hydra_rag.search.evidence import clip_around, line_scores, term_weights
 from hydra_rag.search.hits import Hit
@@ -90,7 +90,7 @@ def windows(source: Source, query: str, count: Callable[[str], int], cap: int,
         return [source]
     scores, first_match = line_scores(source.text, query, weights)
     header = entry_cost(replace(source, text=""), count)
-    cost = [count("| " + x) + 1 for x in lines]
+    cost = [count(PREFIX + x) + 1 for x in lines]
     ranked = [i for i in sorted(range(len(lines)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
     if not ranked:  # found by meaning alone: its first lines
         ranked = [next((i for i, x in enumerate(lines) if x.strip()), 0)]
@@ -230,17 +230,29 @@ def head_lines(lines: Sequence[str], at: int) -> list[int]:
     return [head] if doc is None or doc == head else [head, doc]
 
 
+def _retitled(w: Source, chunk: Source, title: Callable[[int, int], str] | None) -> Source:
+    """A window under the section of the definition it stands in (as a chunk's is given),
+    where that is not its chunk's: a chunk may run from one definition into the next."""
+    if title is None or (w.line_start, w.line_end) == (chunk.line_start, chunk.line_end):
+        return w
+    here = title(w.line_start, w.line_end)
+    return w if here == title(chunk.line_start, chunk.line_end) else replace(w, section=here)
+
+
 def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
         budget: int, lead: float = 0.0, heads: bool = False,
         named: Sequence[bool] = (), scopes: Sequence[Sequence[tuple[int, int]]] = (),
-        defining: Sequence[Collection[tuple[int, int]]] = ()) -> list[Source]:
+        defining: Sequence[Collection[tuple[int, int]]] = (),
+        titles: Sequence[Callable[[int, int], str] | None] = ()) -> list[Source]:
     """The chunks cut to share `budget` tokens, best first, as entries numbered from 1; a
     budget of 0 keeps whole chunks. The best chunk, and each chunk `named` marks (the
     definition of a name the question names), may take a `lead` share of the budget, and
     come before the others; each of those takes a DECAY share of what is left (at least
     MIN_SHARE), in their order. Chunks that no longer fit are left out. `scopes`: each
     chunk's file's definitions (line spans); `defining`: of those, the definitions of a name
-    the question names, which a marked chunk sends alone (`windows`)."""
+    the question names, which a marked chunk sends alone (`windows`); `titles`: for each
+    chunk, the section of lines of its file (the definition they stand in: a window in
+    another definition than its chunk's is shown under that one)."""
     if budget <= 0:
         return list(sources)
     out: list[Source] = []
@@ -262,6 +274,7 @@ def fit(sources: Sequence[Source], query: str, count: Callable[[str], int],
         for w in windows(s, query, count, share, heads, weights,
                          scopes[i] if i < len(scopes) else (),
                          defining[i] if marked[i] and i < len(defining) else ()):
+            w = _retitled(w, s, titles[i] if i < len(titles) else None)
             fresh = _unseen(w, out)  # chunks overlap: a line is sent once
             if fresh is not None:
                 out.append(replace(fresh, n=len(out) + 1))

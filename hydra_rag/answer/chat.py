@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from hydra_rag.errors import HydraError
 from hydra_rag.models.chat import connect_chat, stream_chat
 from hydra_rag.models.sidecar import read_record, touch
 from hydra_rag.paths import store_names
+from hydra_rag.read.symbols import scope_of
 from hydra_rag.search.definitions import named_in, wanted
 from hydra_rag.search.evidence import weak
 from hydra_rag.search.fuse import literal_terms
@@ -203,12 +205,12 @@ class Chat:
         budget: the passages are cut again to what those leave."""
         budget, s = self.settings.context_tokens, self.settings
         stores = {str(store.root): store for store, _ in self.searcher.stores}
-        scopes, defining = (self._scopes(whole, stores, query) if s.context_scope and budget > 0
-                            else ([], []))
+        scopes, defining, titles = (self._scopes(whole, stores, query)
+                                    if s.context_scope and budget > 0 else ([], [], []))
 
         def cut(tokens: int) -> list[Source]:
             return fit(whole, query, self.count, tokens, s.context_lead, s.context_heads, named,
-                       scopes, defining)
+                       scopes, defining, titles)
 
         sources = cut(budget)
         if not s.context_follow or not sources:
@@ -244,14 +246,17 @@ class Chat:
 
     @staticmethod
     def _scopes(whole: list[Source], stores: dict[str, Any], query: str
-                ) -> tuple[list[list[tuple[int, int]]], list[set[tuple[int, int]]]]:
+                ) -> tuple[list[list[tuple[int, int]]], list[set[tuple[int, int]]],
+                           list[Callable[[int, int], str] | None]]:
         """For each passage, the line spans of the definitions in its file (the symbol
-        table's), each file read once; and of those, the spans of definitions of a name the
-        question names."""
+        table's), each file read once; of those, the spans of definitions of a name the
+        question names; and the section of a span of the file's lines (scope_of; None for a
+        file without definitions: a document's window keeps its chunk's section)."""
         w = wanted(query)
         names = {n.name for n in named_in(query)} | ({w.name} if w is not None else set())
         spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
         defining: dict[tuple[str, str], set[tuple[int, int]]] = {}
+        titles: dict[tuple[str, str], Callable[[int, int], str] | None] = {}
         for src in whole:
             key = (src.store, src.path)
             if key not in spans:
@@ -259,8 +264,9 @@ class Chat:
                 outline = [] if store is None else store.file_list.outline(src.path)
                 spans[key] = [(e.line_start, e.line_end) for e in outline]
                 defining[key] = {(e.line_start, e.line_end) for e in outline if e.name in names}
-        return ([spans[(src.store, src.path)] for src in whole],
-                [defining[(src.store, src.path)] for src in whole])
+                titles[key] = partial(scope_of, outline) if outline else None
+        keys = [(src.store, src.path) for src in whole]
+        return [spans[k] for k in keys], [defining[k] for k in keys], [titles[k] for k in keys]
 
     def rewrite(self, question: str, earlier: list[str]) -> str | None:
         """The chat model's rewrite of a follow-up into a question that stands alone, or None

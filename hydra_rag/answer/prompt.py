@@ -2,8 +2,10 @@
 per chunk, the recent conversation, the question last — fitted to the model's context window.
 
 Retrieved text is data, not instructions. The block's markers carry a random nonce a document
-cannot guess, every line of a chunk is prefixed with "| " so it cannot forge an entry header or
-a marker, and the instruction says that the context is untrusted.
+cannot guess, every line of a chunk is indented by a tab (PREFIX) so it cannot forge an entry
+header or a marker, and the instruction says that the context is untrusted. A tab, not a
+visible `| `: it costs SmolLM2's tokenizer 0.96 tokens a line where `| ` cost 1.14, and the
+lines that fit the budget are the answer's evidence (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -82,11 +84,12 @@ class Prompt:
 
 
 _HEADER = re.compile(r"^", re.M)
+PREFIX = "\t"
 
 
 def neutralise(text: str) -> str:
     """Make a chunk inert inside the block: every line prefixed, so nothing starts a line."""
-    return _HEADER.sub("| ", text.rstrip("\n"))
+    return _HEADER.sub(PREFIX, text.rstrip("\n"))
 
 
 def context_block(sources: Sequence[Source], nonce: str) -> str:

@@ -16,7 +16,7 @@ from hydra_rag.read.chunk import SECTION_SEP, chunk_text, heading, with_context
 from hydra_rag.read.grammars import language_of
 from hydra_rag.read.preamble import without_preamble
 from hydra_rag.read.source import Source, read_source
-from hydra_rag.read.symbols import Reference, Symbol, chunk_spans, parse
+from hydra_rag.read.symbols import Reference, Symbol, chunk_spans, parse, scope_of
 from hydra_rag.read.walk import Candidate, mostly_long_lines
 
 if TYPE_CHECKING:
@@ -158,20 +158,6 @@ def prepare(cand: Candidate, src: Source, fits: Callable[[str], bool],
     return Prepared(cand, kind, rows, document=text if keep_document else "", inputs=inputs,
                     long_lines=src.doc is None and mostly_long_lines(text), doc=src.doc,
                     digest=src.digest, symbols=symbols)
-
-
-def scope_of(defs: list[Symbol], first: int, last: int) -> str:
-    """The definition a code chunk stands in (`Client.send`): the innermost one holding its
-    first line, else the first one whose name is on its lines; "" when none."""
-    holding = [d for d in defs if d.line_start <= first <= d.line_end]
-    if holding:
-        d = min(holding, key=lambda d: d.line_end - d.line_start)
-    else:
-        named = [d for d in defs if first <= d.name_line <= last]
-        if not named:
-            return ""
-        d = min(named, key=lambda d: d.name_line)
-    return f"{d.scope}.{d.name}" if d.scope else d.name
 
 
 def symbols_of(rel: str, text: str, kind: str) -> tuple[list[Symbol], list[Reference]]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from hydra_rag.read.grammars import (
     FUNCTION_VALUES,
@@ -26,6 +27,21 @@ from hydra_rag.read.grammars import (
 
 # Parsed at most this many bytes of one file (a generated file is not worth the time).
 MAX_BYTES = 2_000_000
+
+
+class Defined(Protocol):
+    """A definition as scope_of reads it (a Symbol, or a row of the symbol table)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def line_start(self) -> int: ...
+    @property
+    def line_end(self) -> int: ...
+    @property
+    def name_line(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,21 @@ class Symbol:
     @property
     def qualified(self) -> str:
         return f"{self.scope}.{self.name}" if self.scope else self.name
+
+
+def scope_of(defs: Sequence[Defined], first: int, last: int) -> str:
+    """The definition a code chunk stands in (`Client.send`): the innermost one holding its
+    first line, else the first one whose name is on its lines; "" when none. `defs`: a
+    file's definitions, as parsed (Symbol) or as the symbol table keeps them."""
+    holding = [d for d in defs if d.line_start <= first <= d.line_end]
+    if holding:
+        d = min(holding, key=lambda d: d.line_end - d.line_start)
+    else:
+        named = [d for d in defs if first <= d.name_line <= last]
+        if not named:
+            return ""
+        d = min(named, key=lambda d: d.name_line)
+    return f"{d.scope}.{d.name}" if d.scope else d.name
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ line ranges, best first, within the budget (pure: a word count stands in for the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hydra_rag.answer.budget import by_lines, entry_cost, fit, head_lines, windows
 from hydra_rag.answer.prompt import Source
 from hydra_rag.search.hits import Hit
@@ -190,8 +192,8 @@ def test_the_best_line_brings_its_whole_definition_where_it_fits() -> None:
     s = source("\n".join(filler + body + filler), start=1)
     first = len(filler) + 1
     scope = [(first, first + len(body) - 1)]
-    plain = windows(s, "which encoding is the fallback", words, 60)
-    whole = windows(s, "which encoding is the fallback", words, 60, scopes=scope)
+    plain = windows(s, "which encoding is the fallback", words, 50)
+    whole = windows(s, "which encoding is the fallback", words, 50, scopes=scope)
     assert not any(w.line_start <= first + 8 <= w.line_end for w in plain)
     assert any(w.line_start <= first and first + 9 <= w.line_end for w in whole), whole
 
@@ -245,3 +247,29 @@ def test_a_follow_up_counts_the_lines_of_the_question_before_it() -> None:
     q, before = "and where is it done?", "which hash algorithm is assumed when the challenge names none"
     assert by_lines([first, earlier], q, 1) == [first]
     assert by_lines([first, earlier], q, 1, also=before) == [earlier]
+
+
+def test_a_window_in_another_definition_is_shown_under_that_one() -> None:
+    # The chunk starts in `unrelated` (its section); the window the question finds lies in
+    # `send_from_directory` and is shown under that name, not the chunk's. Without the
+    # file's definitions (a document) the chunk's section stands.
+    from functools import partial
+
+    from hydra_rag.read.symbols import Symbol, scope_of
+
+    # (long lines above: the window cannot widen into them)
+    body = [f"    total = total + a * b  # step {i} " + "of the sum " * 30 for i in range(20)]
+    lines = ["def unrelated(a, b):", *body, *CODE.splitlines()[5:11],
+             *(f"# filler line number {i} with several words in it" for i in range(20))]
+    defs = [Symbol("unrelated", "function", 1, 21, 1),
+            Symbol("send_from_directory", "function", 22, 27, 22)]
+    s = replace(source("\n".join(lines), start=1), section=scope_of(defs, 1, len(lines)))
+    assert s.section == "unrelated"
+    q = "what does safe_join return when the path is outside the directory"
+    sent = fit([s], q, words, 100, titles=[partial(scope_of, defs)])
+    assert any(w.line_start <= 24 <= w.line_end for w in sent), sent
+    assert all(w.line_start > 21 for w in sent), sent
+    assert {w.section for w in sent} == {"send_from_directory"}
+    assert {w.section for w in fit([s], q, words, 100)} == {"unrelated"}
+    whole = fit([s], q, words, 0, titles=[partial(scope_of, defs)])
+    assert [w.section for w in whole] == ["unrelated"]

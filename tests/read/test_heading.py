@@ -1,9 +1,8 @@
 """What a chunk is embedded and full-text indexed under: a document's headings; code's path
 and the definition it stands in."""
 
-from hydra_rag.index.prepare import scope_of
 from hydra_rag.read.chunk import heading
-from hydra_rag.read.symbols import Symbol
+from hydra_rag.read.symbols import Symbol, scope_of
 
 
 def test_heading_of_code_is_its_path_and_scope() -> None:
