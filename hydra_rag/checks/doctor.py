@@ -25,8 +25,9 @@ class Check:
 
 
 def _gguf_readable(path: Path) -> str:
-    """"" if the file has a GGUF header llama.cpp can parse (or is an ONNX model hydra-rag
-    converted, with its tokenizer), else why not."""
+    """"" if the file has a GGUF header llama.cpp can parse, and so has each later part of a
+    model split over several files (or it is an ONNX model hydra-rag converted, with its
+    tokenizer), else why not."""
     if path.suffix.lower() == ".onnx":
         from hydra_rag.models.convert_onnx import read_meta
 
@@ -35,9 +36,19 @@ def _gguf_readable(path: Path) -> str:
             return ""
         except HydraError as exc:
             return str(exc)
-    from hydra_rag.models.gguf import damage
+    from hydra_rag.models.gguf import damage, parts
 
-    return damage(path)
+    files = parts(path)  # every part of a split model: a pull cut short damages any of them
+    if len(files) == 1:
+        return damage(path)
+    found = []
+    for k, part in enumerate(files, start=1):
+        where = f"part {k} of {len(files)}, {part.name}"
+        if not part.is_file():
+            found.append(f"{where}, is missing")
+        elif why := damage(part, first=k == 1):
+            found.append(f"{where}: {why}")
+    return "; ".join(found)
 
 
 def run_checks(root: Path | None) -> list[Check]:

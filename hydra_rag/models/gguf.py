@@ -128,18 +128,29 @@ def _metadata(f: BinaryIO) -> dict[str, Any]:
     return out
 
 
-def damage(path: str | Path) -> str:
+def parts(path: Path) -> list[Path]:
+    """The files of the model whose (first) file is `path`: itself, or each part of a model
+    split over several files, in order (NAME-00001-of-00003.gguf, -00002-…, -00003-…)."""
+    m = SPLIT.match(path.name)
+    if m is None or int(m["no"]) != 1:
+        return [path]
+    n = int(m["count"])
+    return [path.with_name(f"{m['prefix']}-{i:05d}-of-{n:05d}.gguf") for i in range(1, n + 1)]
+
+
+def damage(path: str | Path, first: bool = True) -> str:
     """Why llama.cpp could not load the GGUF file at `path` ("" when it could, as far as its
-    layout tells): not GGUF, metadata cut short, no `general.architecture`, or tensor data
-    that ends past the end of the file (a download cut short). Reads the metadata and the
-    tensor table only, skipping the vocabulary arrays (gguf's GGUFReader parses every token
-    of them into numpy views: 5 s for a 250,000-word vocabulary on a 2-core VM)."""
+    layout tells): not GGUF, metadata cut short, no `general.architecture` (in a model's
+    `first` file: a split model's later parts hold only their tensors), or tensor data that
+    ends past the end of the file (a download cut short). Reads the metadata and the tensor
+    table only, skipping the vocabulary arrays (gguf's GGUFReader parses every token of them
+    into numpy views: 5 s for a 250,000-word vocabulary on a 2-core VM)."""
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
     try:
         with open(path, "rb") as f:
             meta = _metadata(f)
-            if "general.architecture" not in meta:
+            if first and "general.architecture" not in meta:
                 return "no general.architecture key"
             align = meta.get("general.alignment")
             align = align if isinstance(align, int) and align > 0 else 32

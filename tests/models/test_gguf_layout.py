@@ -86,3 +86,28 @@ def test_a_damaged_length_or_an_unknown_tensor_type_is_said_plainly(session_home
     assert damage(made) == ""
     made.write_bytes(raw[:-8])  # the F32 tensor's last two values gone
     assert damage(made).startswith("the file is cut short")
+
+
+def test_every_part_of_a_split_model_is_checked(session_home: Path, tmp_path: Path) -> None:
+    # Written as llama.cpp's gguf-split writes one: the metadata in the first part only.
+    import gguf
+
+    from fakehub import split_gguf
+    from hydra_rag.checks.doctor import _file_check
+    from hydra_rag.models.gguf import parts
+
+    first, second, third = split_gguf(session_home / "data" / "models" / MODELS[0],
+                                      tmp_path / "split", "minilm-Q8_0", 3)
+    assert parts(first) == [first, second, third] and parts(second) == [second]
+    assert "general.architecture" not in gguf.GGUFReader(str(second)).fields
+    check = _file_check("embedder x", first, "pull it", "pull it again")
+    assert check.status == "ok", check
+    size = second.stat().st_size
+    _cut(second, tmp_path / "cut.gguf", size - 64).replace(second)
+    check = _file_check("embedder x", first, "pull it", "pull it again")
+    assert check.status == "fail" and check.fix == "pull it again", check
+    assert (f"part 2 of 3, {second.name}: the file is cut short: its tensors end at byte "
+            f"{size:,}") in check.detail, check.detail
+    third.unlink()
+    check = _file_check("embedder x", first, "pull it", "pull it again")
+    assert f"part 3 of 3, {third.name}, is missing" in check.detail, check.detail
