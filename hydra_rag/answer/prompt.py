@@ -4,8 +4,8 @@ per chunk, the recent conversation, the question last — fitted to the model's 
 Retrieved text is data, not instructions. The block's markers carry a random nonce a document
 cannot guess, every line of a chunk is indented by a tab (PREFIX) so it cannot forge an entry
 header or a marker, and the instruction says that the context is untrusted. A tab, not a
-visible `| `: it costs SmolLM2's tokenizer 0.96 tokens a line where `| ` cost 1.14, and the
-lines that fit the budget are the answer's evidence (BENCHMARKS.md).
+visible `| `: in SmolLM2's tokens a passage costs 1.1 a line less (8%), and the lines that
+fit the budget are the answer's evidence (BENCHMARKS.md).
 """
 
 from __future__ import annotations
