@@ -4,12 +4,15 @@ Built only by parse.py, from validated YAML."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hydra_rag.paths import dirs
 
+# A model split over several files (llama.cpp's NAME-00001-of-00003.gguf).
+_SPLIT = re.compile(r"^(.+)-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 KINDS = ("code", "prose", "both")
 POOLINGS = ("mean", "cls", "last", "none")
 EMBED_PORTS = range(19080, 19100)
@@ -62,10 +65,15 @@ class _ModelFile:
     def installed(self) -> bool:
         """Its file is here: every part, for a model split over several files (a pull cut
         short leaves a part missing)."""
-        from hydra_rag.models.gguf import parts
-
         p = self.model_path()
-        return p is not None and all(f.is_file() for f in parts(p))
+        if p is None or not p.is_file():
+            return False
+        m = _SPLIT.match(p.name)
+        if m is None:
+            return True
+        n = int(m.group(3))
+        return all(p.with_name(f"{m.group(1)}-{i:05d}-of-{n:05d}.gguf").is_file()
+                   for i in range(2, n + 1))
 
     @property
     def backend(self) -> str:

@@ -36,9 +36,9 @@ def _gguf_readable(path: Path) -> str:
             return ""
         except HydraError as exc:
             return str(exc)
-    from hydra_rag.models.gguf import damage, parts
+    from hydra_rag.models.gguf import damage, split_parts
 
-    files = parts(path)  # every part of a split model: a pull cut short damages any of them
+    files = split_parts(path)  # every part of a split model: a pull cut short damages any of them
     if len(files) == 1:
         return damage(path)
     found = []

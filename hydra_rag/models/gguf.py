@@ -128,16 +128,6 @@ def _metadata(f: BinaryIO) -> dict[str, Any]:
     return out
 
 
-def parts(path: Path) -> list[Path]:
-    """The files of the model whose (first) file is `path`: itself, or each part of a model
-    split over several files, in order (NAME-00001-of-00003.gguf, -00002-…, -00003-…)."""
-    m = SPLIT.match(path.name)
-    if m is None or int(m["no"]) != 1:
-        return [path]
-    n = int(m["count"])
-    return [path.with_name(f"{m['prefix']}-{i:05d}-of-{n:05d}.gguf") for i in range(1, n + 1)]
-
-
 def damage(path: str | Path, first: bool = True) -> str:
     """Why llama.cpp could not load the GGUF file at `path` ("" when it could, as far as its
     layout tells): not GGUF, metadata cut short, no `general.architecture` (in a model's

@@ -94,11 +94,11 @@ def test_every_part_of_a_split_model_is_checked(session_home: Path, tmp_path: Pa
 
     from fakehub import split_gguf
     from hydra_rag.checks.doctor import _file_check
-    from hydra_rag.models.gguf import parts
+    from hydra_rag.models.gguf import split_parts
 
     first, second, third = split_gguf(session_home / "data" / "models" / MODELS[0],
                                       tmp_path / "split", "minilm-Q8_0", 3)
-    assert parts(first) == [first, second, third] and parts(second) == [second]
+    assert split_parts(first) == (first, second, third)
     assert "general.architecture" not in gguf.GGUFReader(str(second)).fields
     check = _file_check("embedder x", first, "pull it", "pull it again")
     assert check.status == "ok", check
