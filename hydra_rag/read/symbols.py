@@ -33,9 +33,7 @@ class Defined(Protocol):
     """A definition as scope_of reads it (a Symbol, or a row of the symbol table)."""
 
     @property
-    def name(self) -> str: ...
-    @property
-    def scope(self) -> str: ...
+    def qualified(self) -> str: ...
     @property
     def line_start(self) -> int: ...
     @property
@@ -73,7 +71,7 @@ def scope_of(defs: Sequence[Defined], first: int, last: int) -> str:
         if not named:
             return ""
         d = min(named, key=lambda d: d.name_line)
-    return f"{d.scope}.{d.name}" if d.scope else d.name
+    return d.qualified
 
 
 @dataclass(frozen=True)
